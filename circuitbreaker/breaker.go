@@ -1,0 +1,388 @@
+package circuitbreaker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// State is a breaker's state; see [Breaker.State].
+type State = resilience.CircuitState
+
+// The states of a breaker. The first three are the automatic ones; the last
+// three are set by configuration ([WithMode]) or by hand.
+const (
+	StateClosed      = resilience.CircuitClosed
+	StateOpen        = resilience.CircuitOpen
+	StateHalfOpen    = resilience.CircuitHalfOpen
+	StateDisabled    = resilience.CircuitDisabled
+	StateForcedOpen  = resilience.CircuitForcedOpen
+	StateMetricsOnly = resilience.CircuitMetricsOnly
+)
+
+// Breaker is a circuit breaker with Resilience4j's semantics: a count- or
+// time-based sliding window, failure-rate and slow-call-rate thresholds,
+// half-open probes, and the operational states of [Mode]. It is safe for
+// concurrent use.
+type Breaker struct {
+	cfg config
+	rec resilience.Recorder
+	cur atomic.Pointer[period] // the current state and its data
+	mu  sync.Mutex             // serialises transitions and window updates
+}
+
+// period is one stay in a state. A new period starts at every transition;
+// a permit remembers the period it was issued in, so the result of a call
+// that started before a transition never counts after it.
+type period struct {
+	state   State
+	reopens int // consecutive re-opens that led here (grows the open wait)
+
+	win    window           // CLOSED, METRICS_ONLY
+	reject *OpenError       // OPEN, FORCED_OPEN, HALF_OPEN (once its probes are taken)
+	timer  resilience.Timer // OPEN: to HALF_OPEN; HALF_OPEN: max wait
+
+	permits int    // HALF_OPEN: probes still to hand out (mu)
+	probes  counts // HALF_OPEN: probe results (mu)
+
+	// frozen keeps the counts that tripped the breaker, so that its rates stay
+	// readable while it is open, as in Resilience4j.
+	frozen    counts
+	frozenMin int64
+
+	notPermitted atomic.Int64
+}
+
+// New returns a breaker configured by opts, with the defaults of
+// docs/circuitbreaker.md for everything not set. An invalid option is an
+// error that names it; New never panics.
+func New(opts ...Option) (*Breaker, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("circuitbreaker: %w", err)
+	}
+	b := &Breaker{cfg: cfg}
+	b.mu.Lock()
+	b.cur.Store(b.newPeriodLocked(modeState(cfg.mode), 0))
+	b.mu.Unlock()
+	b.rec = resilience.Attach(cfg.observer, resilience.Source{
+		Kind:     resilience.KindCircuitBreaker,
+		Name:     cfg.name,
+		Snapshot: b.snapshot,
+	})
+	return b, nil
+}
+
+func modeState(m Mode) State {
+	switch m {
+	case ModeDisabled:
+		return StateDisabled
+	case ModeMetricsOnly:
+		return StateMetricsOnly
+	case ModeForcedOpen:
+		return StateForcedOpen
+	}
+	return StateClosed
+}
+
+// Name returns the breaker's name.
+func (b *Breaker) Name() string { return b.cfg.name }
+
+// State returns the breaker's state now.
+func (b *Breaker) State() State { return b.cur.Load().state }
+
+// Permit is a breaker's admission of one call. It is a value: keep it, run
+// the call, then report the call's result exactly once with [Permit.Done] or
+// [Permit.Record]. The zero Permit (as issued by a disabled breaker) records
+// nothing.
+//
+// A half-open probe whose permit is never reported gives its place back when
+// the call's context ends (see [Breaker.Acquire]).
+type Permit struct {
+	b     *Breaker
+	per   *period
+	probe *probe
+	ctx   context.Context
+	start time.Time
+}
+
+type probe struct {
+	settled atomic.Bool
+	stop    func() bool
+}
+
+// Acquire asks the breaker to admit one call. It returns a [Permit] to report
+// the call's result with, or a rejection (an [*OpenError], which
+// errors.Is [ErrOpen]) when the breaker is open, forced open, or half-open with
+// all its probes taken. It allocates only for a half-open probe.
+//
+// ctx is the call's context. A half-open probe is settled when ctx ends if its
+// result has not been reported by then: as a failure when ctx's deadline passed
+// (the probe did not answer in time), otherwise by giving the probe's place
+// back. So a cancelled or abandoned probe never wedges the breaker in
+// HALF_OPEN; [WithMaxWaitDurationInHalfOpenState] covers contexts that never
+// end.
+func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
+	p := b.cur.Load()
+	switch p.state {
+	case StateClosed, StateMetricsOnly:
+		return Permit{b: b, per: p, ctx: ctx, start: b.cfg.clock.Now()}, nil
+	case StateDisabled:
+		return Permit{}, nil
+	case StateHalfOpen:
+		return b.acquireProbe(ctx, p)
+	}
+	return Permit{}, b.reject(ctx, p)
+}
+
+func (b *Breaker) reject(ctx context.Context, p *period) error {
+	p.notPermitted.Add(1)
+	if b.rec != nil {
+		b.rec.Record(ctx, resilience.Event{Type: resilience.EventRejection, State: p.state, Err: p.reject})
+	}
+	return p.reject
+}
+
+func (b *Breaker) acquireProbe(ctx context.Context, p *period) (Permit, error) {
+	b.mu.Lock()
+	if b.cur.Load() != p {
+		b.mu.Unlock()
+		return b.Acquire(ctx) // the state moved on meanwhile
+	}
+	if p.permits == 0 {
+		b.mu.Unlock()
+		return Permit{}, b.reject(ctx, p)
+	}
+	p.permits--
+	b.mu.Unlock()
+
+	pm := Permit{b: b, per: p, ctx: ctx, start: b.cfg.clock.Now(), probe: &probe{}}
+	pm.probe.stop = context.AfterFunc(ctx, func() {
+		o := resilience.Ignored
+		if ctx.Err() == context.DeadlineExceeded {
+			o = resilience.Failure
+		}
+		pm.Record(o)
+	})
+	return pm, nil
+}
+
+// Done reports the result of the admitted call: err is classified with the
+// breaker's classifier (nil is a success, a [resilience.Rejection] is
+// ignored).
+func (p Permit) Done(err error) {
+	if p.b == nil {
+		return
+	}
+	p.Record(p.b.outcome(err))
+}
+
+// Record reports the admitted call's outcome directly, for callers that
+// classify results themselves (as grpcmw does, per method).
+func (p Permit) Record(o resilience.Outcome) {
+	if p.b == nil {
+		return
+	}
+	if p.probe != nil {
+		if !p.probe.settled.CompareAndSwap(false, true) {
+			return // already settled by the context's end
+		}
+		if p.probe.stop != nil {
+			p.probe.stop()
+		}
+	}
+	p.b.finish(p.ctx, p.per, p.probe, p.start, o)
+}
+
+func (b *Breaker) outcome(err error) resilience.Outcome {
+	switch {
+	case err == nil:
+		return resilience.Success
+	case resilience.IsRejection(err):
+		return resilience.Ignored
+	}
+	return b.cfg.classify(err)
+}
+
+func (b *Breaker) finish(ctx context.Context, p *period, pr *probe, start time.Time, o resilience.Outcome) {
+	now := b.cfg.clock.Now()
+	d := now.Sub(start)
+	slow := d > b.cfg.slowThreshold
+	if b.rec != nil {
+		b.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Outcome: o, Duration: d, Slow: slow})
+	}
+	switch {
+	case pr != nil:
+		b.recordProbe(ctx, p, o, slow)
+	case o == resilience.Ignored:
+	case o == resilience.Success && !slow && p.win.clean():
+		// The window would not change: nothing to write.
+	default:
+		b.recordWindow(ctx, p, o == resilience.Failure, slow, now)
+	}
+}
+
+func (b *Breaker) recordWindow(ctx context.Context, p *period, failed, slow bool, now time.Time) {
+	var ev resilience.Event
+	b.mu.Lock()
+	if b.cur.Load() == p {
+		n := p.win.record(failed, slow, now)
+		if p.state == StateClosed {
+			if reason, over := b.exceeded(n, int64(b.cfg.minCalls)); over {
+				ev = b.transitionLocked(p, StateOpen, reason, 0)
+			}
+		}
+	}
+	b.mu.Unlock()
+	b.emit(ctx, ev)
+}
+
+func (b *Breaker) recordProbe(ctx context.Context, p *period, o resilience.Outcome, slow bool) {
+	var ev resilience.Event
+	b.mu.Lock()
+	switch {
+	case b.cur.Load() != p:
+	case o == resilience.Ignored:
+		p.permits++ // an ignored probe gives its place back
+	default:
+		p.probes.add(o == resilience.Failure, slow, 1)
+		if n := int64(b.cfg.halfOpenPermits); p.probes.calls >= n {
+			if reason, over := b.exceeded(p.probes, n); over {
+				ev = b.transitionLocked(p, StateOpen, reason, p.reopens+1)
+			} else {
+				ev = b.transitionLocked(p, StateClosed, resilience.ReasonProbesSucceeded, 0)
+			}
+		}
+	}
+	b.mu.Unlock()
+	b.emit(ctx, ev)
+}
+
+// exceeded applies the thresholds to n, as Resilience4j does: no decision
+// below min calls, then failure rate, then slow-call rate, each opening at
+// or above its threshold.
+func (b *Breaker) exceeded(n counts, min int64) (resilience.Reason, bool) {
+	if n.calls == 0 || n.calls < min {
+		return resilience.ReasonNone, false
+	}
+	if float64(n.failures)*100/float64(n.calls) >= b.cfg.failureRate {
+		return resilience.ReasonFailureRate, true
+	}
+	if float64(n.slow)*100/float64(n.calls) >= b.cfg.slowRate {
+		return resilience.ReasonSlowCallRate, true
+	}
+	return resilience.ReasonNone, false
+}
+
+// transitionLocked replaces period from with a new period in state to and
+// returns the transition's event. Called with b.mu held.
+func (b *Breaker) transitionLocked(from *period, to State, reason resilience.Reason, reopens int) resilience.Event {
+	if from.timer != nil {
+		from.timer.Stop()
+	}
+	next := b.newPeriodLocked(to, reopens)
+	if to == StateOpen {
+		next.frozen, next.frozenMin = from.counts(b)
+	}
+	b.cur.Store(next)
+	return resilience.Event{Type: resilience.EventTransition, From: from.state, To: to, Reason: reason}
+}
+
+func (b *Breaker) newPeriodLocked(s State, reopens int) *period {
+	p := &period{state: s, reopens: reopens}
+	c := &b.cfg
+	now := c.clock.Now()
+	switch s {
+	case StateClosed, StateMetricsOnly:
+		p.win = newWindow(c, now)
+	case StateOpen:
+		wait := b.openWait(reopens)
+		p.reject = &OpenError{Name: c.name, State: s, Until: now.Add(wait)}
+		p.timer = c.clock.AfterFunc(wait, func() { b.expire(p, StateHalfOpen, resilience.ReasonWaitElapsed, p.reopens) })
+	case StateHalfOpen:
+		p.permits = c.halfOpenPermits
+		p.reject = &OpenError{Name: c.name, State: s}
+		if c.maxHalfOpenWait > 0 {
+			p.timer = c.clock.AfterFunc(c.maxHalfOpenWait, func() { b.expire(p, StateOpen, resilience.ReasonHalfOpenTimeout, p.reopens+1) })
+		}
+	case StateForcedOpen:
+		p.reject = &OpenError{Name: c.name, State: s}
+	}
+	return p
+}
+
+// expire is a period's timer firing: it moves p on if p is still current.
+func (b *Breaker) expire(p *period, to State, reason resilience.Reason, reopens int) {
+	var ev resilience.Event
+	b.mu.Lock()
+	if b.cur.Load() == p {
+		ev = b.transitionLocked(p, to, reason, reopens)
+	}
+	b.mu.Unlock()
+	b.emit(context.Background(), ev)
+}
+
+// openWait is the wait before the next probe after reopens consecutive
+// re-opens: doubled for each, capped, then spread by the jitter.
+func (b *Breaker) openWait(reopens int) time.Duration {
+	w, limit := b.cfg.openWait, b.cfg.maxOpenWait
+	if limit > 0 {
+		for i := 0; i < reopens && w < limit; i++ {
+			if w > limit/2 {
+				w = limit
+				break
+			}
+			w *= 2
+		}
+		w = min(w, limit)
+	}
+	if j := b.cfg.openJitter; j > 0 {
+		w = time.Duration(float64(w) * (1 + j*(2*rand.Float64()-1)))
+	}
+	return max(w, time.Nanosecond)
+}
+
+func (b *Breaker) emit(ctx context.Context, ev resilience.Event) {
+	if ev.Type != 0 && b.rec != nil {
+		b.rec.Record(ctx, ev)
+	}
+}
+
+// ForceOpen moves the breaker to FORCED_OPEN: every call is rejected until
+// [Breaker.Reset] (or another manual transition).
+func (b *Breaker) ForceOpen() { b.manual(StateForcedOpen) }
+
+// Disable moves the breaker to DISABLED: every call passes, nothing is
+// recorded or reported.
+func (b *Breaker) Disable() { b.manual(StateDisabled) }
+
+// MetricsOnly moves the breaker to METRICS_ONLY: every call passes and is
+// recorded and reported, but the breaker never opens.
+func (b *Breaker) MetricsOnly() { b.manual(StateMetricsOnly) }
+
+// Reset moves the breaker to CLOSED with an empty window and forgets past
+// re-opens, from whatever state it is in.
+func (b *Breaker) Reset() { b.manual(StateClosed) }
+
+func (b *Breaker) manual(to State) {
+	var ev resilience.Event
+	b.mu.Lock()
+	from := b.cur.Load()
+	if from.state != to || to == StateClosed {
+		ev = b.transitionLocked(from, to, resilience.ReasonManual, 0)
+	}
+	b.mu.Unlock()
+	if ev.From != ev.To {
+		b.emit(context.Background(), ev)
+	}
+}

@@ -1,0 +1,59 @@
+package circuitbreaker
+
+import (
+	"context"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+var _ resilience.Policy = (*Breaker)(nil)
+
+// Execute runs fn if the breaker admits it and records its result: the
+// error fn returns, classified, and how long it took. When the breaker
+// rejects the call, fn does not run and Execute returns the rejection
+// (errors.Is(err, [ErrOpen])). A panic in fn is recorded as a failure and
+// goes on up. Otherwise Execute returns fn's error unchanged.
+func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) error {
+	p := b.cur.Load()
+	switch p.state {
+	case StateClosed, StateMetricsOnly:
+	case StateOpen, StateForcedOpen:
+		return b.reject(ctx, p)
+	default:
+		return b.executeSlow(ctx, fn)
+	}
+	// The closed path, without building a Permit.
+	start := b.cfg.clock.Now()
+	done := false
+	defer func() {
+		if !done {
+			b.finish(ctx, p, nil, start, resilience.Failure)
+		}
+	}()
+	err := fn(ctx)
+	done = true
+	b.finish(ctx, p, nil, start, b.outcome(err))
+	return err
+}
+
+func (b *Breaker) executeSlow(ctx context.Context, fn func(context.Context) error) error {
+	pm, err := b.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			pm.Record(resilience.Failure)
+		}
+	}()
+	err = fn(ctx)
+	done = true
+	pm.Done(err)
+	return err
+}
+
+// Apply is [Breaker.Execute] as a [resilience.Policy], for chains.
+func (b *Breaker) Apply(ctx context.Context, next resilience.Next) error {
+	return b.Execute(ctx, next.Run)
+}

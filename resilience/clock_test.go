@@ -1,0 +1,70 @@
+package resilience
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestSystemClockIsRealTime(t *testing.T) {
+	before := time.Now()
+	got := SystemClock.Now()
+	after := time.Now()
+	// The coarse clock may lag by its resolution; on a loaded CI machine the
+	// ticker may be late, so allow far more. It must not be another clock.
+	if got.Before(before.Add(-100*time.Millisecond)) || got.After(after) {
+		t.Fatalf("SystemClock.Now() = %v, want within [%v, %v]", got, before.Add(-100*time.Millisecond), after)
+	}
+	prev := got
+	for range 1000 {
+		now := SystemClock.Now()
+		if now.Before(prev) {
+			t.Fatalf("SystemClock went backwards: %v after %v", now, prev)
+		}
+		prev = now
+	}
+}
+
+func TestCoarseClockTicksAndStopsWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := new(coarseClock)
+		t0 := c.now()
+		if !c.running.Load() {
+			t.Fatal("the ticker did not start on first use")
+		}
+		time.Sleep(10 * CoarseResolution) // fake time inside the bubble
+		if d := c.now().Sub(t0); d < 9*CoarseResolution || d > 11*CoarseResolution {
+			t.Fatalf("after 10 steps the clock moved %v, want about %v", d, 10*CoarseResolution)
+		}
+		time.Sleep((idleTicks + 5) * CoarseResolution)
+		synctest.Wait()
+		if c.running.Load() {
+			t.Fatal("the ticker still runs after the clock went unread")
+		}
+		t1 := c.now() // restarts it, precise at once
+		if d := t1.Sub(t0); d < (idleTicks+15)*CoarseResolution {
+			t.Fatalf("after a restart the clock reads %v since start, want at least %v", d, (idleTicks+15)*CoarseResolution)
+		}
+		time.Sleep((idleTicks + 5) * CoarseResolution) // let it stop, so the bubble ends clean
+	})
+}
+
+func TestSystemClockTimers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tm := SystemClock.NewTimer(time.Second)
+		fired := make(chan struct{})
+		SystemClock.AfterFunc(2*time.Second, func() { close(fired) })
+		stopped := SystemClock.AfterFunc(time.Second, func() { t.Error("a stopped timer fired") })
+		if !stopped.Stop() {
+			t.Fatal("Stop of a pending timer returned false")
+		}
+		<-tm.C()
+		<-fired
+		if tm.Stop() {
+			t.Fatal("Stop of a fired timer returned true")
+		}
+		if SystemClock.AfterFunc(time.Second, func() {}).C() != nil {
+			t.Fatal("an AfterFunc timer has a channel")
+		}
+	})
+}

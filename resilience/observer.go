@@ -1,0 +1,206 @@
+package resilience
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// Observer receives what policies do, for metrics, traces and logs.
+//
+// A policy instance calls Attach once, when it is created, and then sends each
+// of its events to the [Recorder] that Attach returned. This lets an observer
+// do its per-instance work once (an OpenTelemetry observer builds its
+// attribute sets there) and record each event without allocating.
+//
+// Implementations must be safe for concurrent use.
+type Observer interface {
+	// Attach returns the recorder for one policy instance's events, or nil to
+	// receive none of them.
+	Attach(src Source) Recorder
+}
+
+// Recorder receives the events of one policy instance. Record is called on
+// the call path: it must be fast, must not block and must not call back into
+// the policy that sent the event. It is called concurrently.
+type Recorder interface {
+	Record(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to an [Observer].
+type ObserverFunc func(src Source) Recorder
+
+// Attach calls f(src).
+func (f ObserverFunc) Attach(src Source) Recorder { return f(src) }
+
+// RecorderFunc adapts a function to a [Recorder].
+type RecorderFunc func(ctx context.Context, e Event)
+
+// Record calls f(ctx, e).
+func (f RecorderFunc) Record(ctx context.Context, e Event) { f(ctx, e) }
+
+// Source describes the policy instance that an [Observer] is attached to.
+type Source struct {
+	Kind Kind
+	// Name identifies the instance: a breaker's or bulkhead's key, a
+	// method's name for retries and timeouts.
+	Name string
+	// Snapshot reads the instance's live figures, for observable gauges. It is
+	// nil for policies that keep none. It is safe to call from any goroutine,
+	// but not from inside Record.
+	Snapshot func() Snapshot
+}
+
+// Snapshot is a point-in-time reading of a policy instance's gauges.
+type Snapshot struct {
+	// State is a circuit breaker's state.
+	State CircuitState
+	// FailureRate and SlowCallRate are a breaker's rates in percent, or -1
+	// while its window holds fewer than the minimum number of calls.
+	FailureRate, SlowCallRate float64
+	// Limit and Active are a bulkhead's current limit and calls in flight.
+	Limit, Active int
+}
+
+// Attach calls o.Attach when o is not nil and returns its recorder.
+func Attach(o Observer, src Source) Recorder {
+	if o == nil {
+		return nil
+	}
+	return o.Attach(src)
+}
+
+// Observers returns an [Observer] that attaches each of the given observers
+// and sends every event to each recorder they return.
+func Observers(obs ...Observer) Observer {
+	return ObserverFunc(func(src Source) Recorder {
+		var recs multiRecorder
+		for _, o := range obs {
+			if r := Attach(o, src); r != nil {
+				recs = append(recs, r)
+			}
+		}
+		switch len(recs) {
+		case 0:
+			return nil
+		case 1:
+			return recs[0]
+		}
+		return recs
+	})
+}
+
+type multiRecorder []Recorder
+
+func (m multiRecorder) Record(ctx context.Context, e Event) {
+	for _, r := range m {
+		r.Record(ctx, e)
+	}
+}
+
+// EventType says what an [Event] reports.
+type EventType uint8
+
+const (
+	// EventCall: a call the policy admitted has finished. Outcome, Duration,
+	// Slow (breaker) are set.
+	EventCall EventType = iota + 1
+	// EventRejection: the policy refused a call. State (breaker) and Err are
+	// set.
+	EventRejection
+	// EventTransition: a breaker changed state. From, To and Reason are set.
+	EventTransition
+)
+
+// String returns the event type's name, e.g. "call".
+func (t EventType) String() string {
+	switch t {
+	case EventCall:
+		return "call"
+	case EventRejection:
+		return "rejection"
+	case EventTransition:
+		return "transition"
+	}
+	return "EventType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Event is one thing a policy did. Which fields are set depends on Type; the
+// rest are zero. Events are passed by value and never retained by policies.
+type Event struct {
+	Type EventType
+	// Outcome of a finished call.
+	Outcome Outcome
+	// Duration of a finished call.
+	Duration time.Duration
+	// Slow is set when a finished call took longer than the breaker's
+	// slow-call threshold, whatever its outcome.
+	Slow bool
+	// From and To are a transition's states; State is the state that
+	// rejected a call.
+	From, To, State CircuitState
+	// Reason says why a transition happened.
+	Reason Reason
+	// Err is the error of a rejection.
+	Err error
+}
+
+// CircuitState is a circuit breaker's state. Package circuitbreaker
+// re-exports it as circuitbreaker.State with its constants.
+type CircuitState uint8
+
+const (
+	CircuitClosed CircuitState = iota
+	CircuitOpen
+	CircuitHalfOpen
+	CircuitDisabled
+	CircuitForcedOpen
+	CircuitMetricsOnly
+)
+
+// CircuitStates lists every state, in order, for one-hot gauges.
+var CircuitStates = [...]CircuitState{
+	CircuitClosed, CircuitOpen, CircuitHalfOpen,
+	CircuitDisabled, CircuitForcedOpen, CircuitMetricsOnly,
+}
+
+var circuitStateNames = [...]string{"CLOSED", "OPEN", "HALF_OPEN", "DISABLED", "FORCED_OPEN", "METRICS_ONLY"}
+
+// String returns the state's name as Resilience4j spells it: "CLOSED",
+// "OPEN", "HALF_OPEN", "DISABLED", "FORCED_OPEN" or "METRICS_ONLY".
+func (s CircuitState) String() string {
+	if int(s) < len(circuitStateNames) {
+		return circuitStateNames[s]
+	}
+	return "CircuitState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Reason says why a breaker changed state.
+type Reason uint8
+
+const (
+	ReasonNone Reason = iota
+	// ReasonFailureRate: the failure rate reached its threshold.
+	ReasonFailureRate
+	// ReasonSlowCallRate: the slow-call rate reached its threshold.
+	ReasonSlowCallRate
+	// ReasonWaitElapsed: the wait in the open state is over.
+	ReasonWaitElapsed
+	// ReasonProbesSucceeded: the half-open probes were healthy enough.
+	ReasonProbesSucceeded
+	// ReasonHalfOpenTimeout: the probes took longer than the maximum wait in
+	// the half-open state.
+	ReasonHalfOpenTimeout
+	// ReasonManual: an operator or program asked for the state.
+	ReasonManual
+)
+
+var reasonNames = [...]string{"none", "failure_rate", "slow_call_rate", "wait_elapsed", "probes_succeeded", "half_open_timeout", "manual"}
+
+// String returns the reason's name, e.g. "failure_rate".
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "Reason(" + strconv.Itoa(int(r)) + ")"
+}
