@@ -168,11 +168,14 @@ func (b *Breaker) acquireProbe(ctx context.Context, p *period) (Permit, error) {
 
 	pm := Permit{b: b, per: p, ctx: ctx, start: b.cfg.clock.Now(), probe: &probe{}}
 	pm.probe.stop = context.AfterFunc(ctx, func() {
+		if !pm.probe.settled.CompareAndSwap(false, true) {
+			return // reported already
+		}
 		o := resilience.Ignored
 		if ctx.Err() == context.DeadlineExceeded {
 			o = resilience.Failure
 		}
-		pm.Record(o)
+		b.finish(ctx, p, pm.probe, pm.start, o)
 	})
 	return pm, nil
 }
@@ -197,9 +200,7 @@ func (p Permit) Record(o resilience.Outcome) {
 		if !p.probe.settled.CompareAndSwap(false, true) {
 			return // already settled by the context's end
 		}
-		if p.probe.stop != nil {
-			p.probe.stop()
-		}
+		p.probe.stop()
 	}
 	p.b.finish(p.ctx, p.per, p.probe, p.start, o)
 }

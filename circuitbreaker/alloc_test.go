@@ -1,0 +1,45 @@
+package circuitbreaker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/meshless/meshless/circuitbreaker"
+)
+
+func TestClosedAndOpenPathsDoNotAllocate(t *testing.T) {
+	ctx := context.Background()
+	noop := func(context.Context) error { return nil }
+	cb, err := circuitbreaker.New() // the real clock: the production path
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		run  func()
+	}{
+		{name: "Execute closed", run: func() { _ = cb.Execute(ctx, noop) }},
+		{name: "Acquire and Done closed", run: func() {
+			p, _ := cb.Acquire(ctx)
+			p.Done(nil)
+		}},
+		{name: "Execute closed, failing", run: func() { _ = cb.Execute(ctx, func(context.Context) error { return errFailure }) }},
+	} {
+		if n := testing.AllocsPerRun(1000, tt.run); n != 0 {
+			t.Errorf("%s: %v allocations per call, want 0", tt.name, n)
+		}
+	}
+	cb.ForceOpen()
+	if n := testing.AllocsPerRun(1000, func() {
+		if err := cb.Execute(ctx, noop); !errors.Is(err, circuitbreaker.ErrOpen) {
+			t.Fatal("not rejected")
+		}
+	}); n != 0 {
+		t.Errorf("open rejection: %v allocations per call, want 0", n)
+	}
+	tb, _ := circuitbreaker.New(circuitbreaker.WithSlidingWindowType(circuitbreaker.TimeBased), circuitbreaker.WithSlidingWindowSize(60))
+	if n := testing.AllocsPerRun(1000, func() { _ = tb.Execute(ctx, noop) }); n != 0 {
+		t.Errorf("TIME_BASED Execute closed: %v allocations per call, want 0", n)
+	}
+}

@@ -1,0 +1,595 @@
+package circuitbreaker_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/resilience"
+)
+
+var small = []circuitbreaker.Option{
+	circuitbreaker.WithSlidingWindowSize(10),
+	circuitbreaker.WithMinimumNumberOfCalls(5),
+	circuitbreaker.WithFailureRateThreshold(50),
+	circuitbreaker.WithSlowCallDurationThreshold(time.Second),
+	circuitbreaker.WithSlowCallRateThreshold(60),
+	circuitbreaker.WithWaitDurationInOpenState(10 * time.Second),
+	circuitbreaker.WithMaxWaitDurationInOpenState(35 * time.Second),
+	circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(2),
+}
+
+func smallWith(opts ...circuitbreaker.Option) []circuitbreaker.Option {
+	return append(slices.Clone(small), opts...)
+}
+
+// open trips a breaker made with small.
+func (h *harness) open() {
+	h.t.Helper()
+	h.calls(5, fail, 0)
+	h.wantState(circuitbreaker.StateOpen)
+}
+
+// halfOpen trips the breaker and waits out the open state.
+func (h *harness) halfOpen() {
+	h.t.Helper()
+	h.open()
+	h.clk.Advance(10 * time.Second)
+	h.wantState(circuitbreaker.StateHalfOpen)
+}
+
+func TestTransitions(t *testing.T) {
+	tests := []struct {
+		name  string
+		opts  []circuitbreaker.Option
+		steps func(h *harness)
+		want  circuitbreaker.State
+		trans []string
+	}{
+		{
+			name: "closed to open on failure rate, at the threshold",
+			opts: small,
+			steps: func(h *harness) {
+				h.calls(3, ok, 0)
+				h.calls(2, fail, 0)
+				h.wantState(circuitbreaker.StateClosed)
+				h.calls(1, fail, 0)
+			},
+			want:  circuitbreaker.StateOpen,
+			trans: []string{"CLOSED->OPEN(failure_rate)"},
+		},
+		{
+			name:  "just below the failure rate stays closed",
+			opts:  small,
+			steps: func(h *harness) { h.calls(6, ok, 0); h.calls(4, fail, 0); h.calls(1, ok, 0) },
+			want:  circuitbreaker.StateClosed,
+		},
+		{
+			name:  "closed to open on slow-call rate, with successes",
+			opts:  small,
+			steps: func(h *harness) { h.calls(2, ok, 0); h.calls(3, ok, 1001*time.Millisecond) },
+			want:  circuitbreaker.StateOpen,
+			trans: []string{"CLOSED->OPEN(slow_call_rate)"},
+		},
+		{
+			name:  "a call of exactly the threshold is not slow",
+			opts:  small,
+			steps: func(h *harness) { h.calls(10, ok, time.Second) },
+			want:  circuitbreaker.StateClosed,
+		},
+		{
+			name:  "no decision before the minimum number of calls",
+			opts:  small,
+			steps: func(h *harness) { h.calls(4, fail, 0) },
+			want:  circuitbreaker.StateClosed,
+		},
+		{
+			name:  "the minimum counts only calls that entered the window",
+			opts:  small,
+			steps: func(h *harness) { h.calls(4, fail, 0); h.calls(20, ign, 0) },
+			want:  circuitbreaker.StateClosed,
+		},
+		{
+			name: "old failures leave a count-based window",
+			opts: small,
+			steps: func(h *harness) {
+				h.calls(2, fail, 0)
+				h.calls(8, ok, 0)   // 2 of 10
+				h.calls(2, ok, 0)   // the two failures leave: 0 of 10
+				h.calls(4, fail, 0) // 4 of 10; a window that kept them would hold 6 of 10
+			},
+			want: circuitbreaker.StateClosed,
+		},
+		{
+			name: "open to half-open after the wait",
+			opts: small,
+			steps: func(h *harness) {
+				h.open()
+				h.clk.Advance(10*time.Second - 1)
+				h.wantState(circuitbreaker.StateOpen)
+				h.clk.Advance(1)
+			},
+			want:  circuitbreaker.StateHalfOpen,
+			trans: []string{"CLOSED->OPEN(failure_rate)", "OPEN->HALF_OPEN(wait_elapsed)"},
+		},
+		{
+			name: "half-open to closed when the probes succeed",
+			opts: small,
+			steps: func(h *harness) {
+				h.halfOpen()
+				h.calls(1, ok, 0)
+				h.wantState(circuitbreaker.StateHalfOpen)
+				h.calls(1, ok, 0)
+			},
+			want:  circuitbreaker.StateClosed,
+			trans: []string{"CLOSED->OPEN(failure_rate)", "OPEN->HALF_OPEN(wait_elapsed)", "HALF_OPEN->CLOSED(probes_succeeded)"},
+		},
+		{
+			name:  "half-open to open when the probes fail",
+			opts:  small,
+			steps: func(h *harness) { h.halfOpen(); h.calls(1, ok, 0); h.calls(1, fail, 0) },
+			want:  circuitbreaker.StateOpen,
+			trans: []string{"CLOSED->OPEN(failure_rate)", "OPEN->HALF_OPEN(wait_elapsed)", "HALF_OPEN->OPEN(failure_rate)"},
+		},
+		{
+			name:  "half-open to open when the probes are slow",
+			opts:  small,
+			steps: func(h *harness) { h.halfOpen(); h.calls(2, ok, 2*time.Second) },
+			want:  circuitbreaker.StateOpen,
+			trans: []string{"CLOSED->OPEN(failure_rate)", "OPEN->HALF_OPEN(wait_elapsed)", "HALF_OPEN->OPEN(slow_call_rate)"},
+		},
+		{
+			name: "half-open decides on its probes whatever the minimum says",
+			opts: smallWith(circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1)),
+			steps: func(h *harness) {
+				h.halfOpen()
+				h.calls(1, ok, 0)
+			},
+			want: circuitbreaker.StateClosed,
+		},
+		{
+			name: "an ignored probe gives its place back",
+			opts: small,
+			steps: func(h *harness) {
+				h.halfOpen()
+				h.calls(3, ign, 0)
+				h.wantState(circuitbreaker.StateHalfOpen)
+				h.calls(2, ok, 0)
+			},
+			want: circuitbreaker.StateClosed,
+		},
+		{
+			name: "half-open rejects past its permitted probes",
+			opts: small,
+			steps: func(h *harness) {
+				h.halfOpen()
+				p1, err1 := h.cb.Acquire(context.Background())
+				_, err2 := h.cb.Acquire(context.Background())
+				_, err3 := h.cb.Acquire(context.Background())
+				var oe *circuitbreaker.OpenError
+				if err1 != nil || err2 != nil || !errors.As(err3, &oe) || oe.State != circuitbreaker.StateHalfOpen {
+					h.t.Fatalf("acquires = %v, %v, %v; want two probes then a HALF_OPEN rejection", err1, err2, err3)
+				}
+				p1.Record(fail)
+			},
+			want: circuitbreaker.StateHalfOpen, // one probe still out
+		},
+		{
+			name: "max wait in half-open re-opens",
+			opts: smallWith(circuitbreaker.WithMaxWaitDurationInHalfOpenState(5 * time.Second)),
+			steps: func(h *harness) {
+				h.halfOpen()
+				p, _ := h.cb.Acquire(context.Background()) // a probe that never reports
+				_ = p
+				h.clk.Advance(5 * time.Second)
+			},
+			want:  circuitbreaker.StateOpen,
+			trans: []string{"CLOSED->OPEN(failure_rate)", "OPEN->HALF_OPEN(wait_elapsed)", "HALF_OPEN->OPEN(half_open_timeout)"},
+		},
+		{
+			name:  "forced open by configuration",
+			opts:  smallWith(circuitbreaker.WithMode(circuitbreaker.ModeForcedOpen)),
+			steps: func(h *harness) { h.clk.Advance(time.Hour); h.wantRejected() },
+			want:  circuitbreaker.StateForcedOpen,
+		},
+		{
+			name:  "disabled by configuration passes everything and never opens",
+			opts:  smallWith(circuitbreaker.WithMode(circuitbreaker.ModeDisabled)),
+			steps: func(h *harness) { h.calls(50, fail, 0) },
+			want:  circuitbreaker.StateDisabled,
+		},
+		{
+			name:  "metrics only by configuration records but never opens",
+			opts:  smallWith(circuitbreaker.WithMode(circuitbreaker.ModeMetricsOnly)),
+			steps: func(h *harness) { h.calls(50, fail, 0) },
+			want:  circuitbreaker.StateMetricsOnly,
+		},
+		{
+			name:  "ForceOpen",
+			opts:  small,
+			steps: func(h *harness) { h.cb.ForceOpen(); h.wantRejected(); h.clk.Advance(time.Hour) },
+			want:  circuitbreaker.StateForcedOpen,
+			trans: []string{"CLOSED->FORCED_OPEN(manual)"},
+		},
+		{
+			name:  "Disable from open",
+			opts:  small,
+			steps: func(h *harness) { h.open(); h.cb.Disable(); h.calls(20, fail, 0); h.clk.Advance(time.Hour) },
+			want:  circuitbreaker.StateDisabled,
+			trans: []string{"CLOSED->OPEN(failure_rate)", "OPEN->DISABLED(manual)"},
+		},
+		{
+			name:  "MetricsOnly from forced open",
+			opts:  small,
+			steps: func(h *harness) { h.cb.ForceOpen(); h.cb.MetricsOnly(); h.calls(20, fail, 0) },
+			want:  circuitbreaker.StateMetricsOnly,
+			trans: []string{"CLOSED->FORCED_OPEN(manual)", "FORCED_OPEN->METRICS_ONLY(manual)"},
+		},
+		{
+			name:  "Reset from open closes and stops the open timer",
+			opts:  small,
+			steps: func(h *harness) { h.open(); h.cb.Reset(); h.clk.Advance(time.Hour) },
+			want:  circuitbreaker.StateClosed,
+			trans: []string{"CLOSED->OPEN(failure_rate)", "OPEN->CLOSED(manual)"},
+		},
+		{
+			name:  "Reset empties the window",
+			opts:  small,
+			steps: func(h *harness) { h.calls(4, fail, 0); h.cb.Reset(); h.calls(4, fail, 0) },
+			want:  circuitbreaker.StateClosed,
+		},
+		{
+			name:  "a manual transition to the current state does nothing",
+			opts:  small,
+			steps: func(h *harness) { h.cb.ForceOpen(); h.cb.ForceOpen() },
+			want:  circuitbreaker.StateForcedOpen,
+			trans: []string{"CLOSED->FORCED_OPEN(manual)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.opts...)
+			tt.steps(h)
+			h.wantState(tt.want)
+			if tt.trans != nil && !slices.Equal(h.transitions(), tt.trans) {
+				t.Fatalf("transitions = %v, want %v", h.transitions(), tt.trans)
+			}
+		})
+	}
+}
+
+func (h *harness) wantRejected() {
+	h.t.Helper()
+	called := false
+	err := h.cb.Execute(context.Background(), func(context.Context) error { called = true; return nil })
+	if called || !errors.Is(err, circuitbreaker.ErrOpen) {
+		h.t.Fatalf("Execute in %v: called = %v, err = %v; want a rejection", h.cb.State(), called, err)
+	}
+}
+
+func TestOpenWaitDoublesOnEachReopenUpToTheCap(t *testing.T) {
+	h := newHarness(t, small...) // wait 10s, cap 35s
+	h.open()
+	var waits []time.Duration
+	for range 4 {
+		var oe *circuitbreaker.OpenError
+		if _, err := h.cb.Acquire(context.Background()); !errors.As(err, &oe) {
+			t.Fatalf("Acquire while open = %v, want an OpenError", err)
+		}
+		wait := oe.RetryAfter(h.clk.Now())
+		waits = append(waits, wait)
+		h.clk.Advance(wait)
+		h.wantState(circuitbreaker.StateHalfOpen)
+		h.calls(2, fail, 0) // probes fail: re-open
+		h.wantState(circuitbreaker.StateOpen)
+	}
+	if want := []time.Duration{10 * time.Second, 20 * time.Second, 35 * time.Second, 35 * time.Second}; !slices.Equal(waits, want) {
+		t.Fatalf("open waits = %v, want %v", waits, want)
+	}
+	// Closing forgets the re-opens.
+	h.clk.Advance(35 * time.Second)
+	h.calls(2, ok, 0)
+	h.open()
+	var oe *circuitbreaker.OpenError
+	_, err := h.cb.Acquire(context.Background())
+	if !errors.As(err, &oe) || oe.RetryAfter(h.clk.Now()) != 10*time.Second {
+		t.Fatalf("after closing, the open wait is %v, want 10s again", oe.RetryAfter(h.clk.Now()))
+	}
+}
+
+func TestOpenWaitWithoutGrowth(t *testing.T) {
+	h := newHarness(t, smallWith(circuitbreaker.WithMaxWaitDurationInOpenState(0))...)
+	h.open()
+	for range 3 {
+		h.clk.Advance(10 * time.Second)
+		h.wantState(circuitbreaker.StateHalfOpen)
+		h.calls(2, fail, 0)
+	}
+	h.clk.Advance(10 * time.Second)
+	h.wantState(circuitbreaker.StateHalfOpen)
+}
+
+func TestOpenWaitJitterStaysInItsBounds(t *testing.T) {
+	h := newHarness(t, smallWith(circuitbreaker.WithOpenStateJitter(0.2), circuitbreaker.WithMaxWaitDurationInOpenState(0))...)
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		h.cb.Reset()
+		h.open()
+		_, err := h.cb.Acquire(context.Background())
+		var oe *circuitbreaker.OpenError
+		errors.As(err, &oe)
+		w := oe.RetryAfter(h.clk.Now())
+		if w < 8*time.Second || w > 12*time.Second {
+			t.Fatalf("jittered wait %v outside 10s ± 20%%", w)
+		}
+		seen[w] = true
+	}
+	if len(seen) < 50 {
+		t.Fatalf("only %d distinct waits in 200 opens: the jitter is not random", len(seen))
+	}
+}
+
+func TestResultsFromAnEarlierStateDoNotCount(t *testing.T) {
+	h := newHarness(t, small...)
+	// Five calls start while closed; the breaker is forced open and reset
+	// before they finish. Their failures belong to the old window.
+	var ps []circuitbreaker.Permit
+	for range 5 {
+		p, err := h.cb.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	h.cb.ForceOpen()
+	h.cb.Reset()
+	for _, p := range ps {
+		p.Record(fail)
+	}
+	h.wantState(circuitbreaker.StateClosed)
+	if m := h.cb.Metrics(); m.Calls != 0 {
+		t.Fatalf("window holds %d calls, want 0: stale results counted", m.Calls)
+	}
+
+	// A probe that finishes after its half-open state ended does not count in
+	// the next one.
+	h.halfOpen()
+	stale, _ := h.cb.Acquire(context.Background())
+	h.calls(1, fail, 0) // decides with the other probe? no: 2 are permitted
+	h.cb.Reset()
+	h.halfOpen() // trips again from the new window, waits, half-opens anew
+	stale.Record(fail)
+	if m := h.cb.Metrics(); m.Calls != 0 {
+		t.Fatalf("new half-open state counts %d probes, want 0", m.Calls)
+	}
+}
+
+func TestIgnoredOutcomesNeverEnterTheWindow(t *testing.T) {
+	h := newHarness(t, small...)
+	h.calls(100, ign, 5*time.Second)
+	if m := h.cb.Metrics(); m.Calls != 0 || m.SlowCalls != 0 {
+		t.Fatalf("metrics %+v, want an empty window", m)
+	}
+	// Errors that are rejections are ignored whatever the classifier says.
+	h2 := newHarness(t, smallWith(circuitbreaker.WithClassifier(func(error) resilience.Outcome { return fail }))...)
+	for range 10 {
+		_ = h2.cb.Execute(context.Background(), func(context.Context) error { return circuitbreaker.ErrOpen })
+	}
+	if m := h2.cb.Metrics(); m.Calls != 0 {
+		t.Fatalf("rejections entered the window: %+v", m)
+	}
+}
+
+func TestExecuteClassifiesAndReturnsTheErrorUnchanged(t *testing.T) {
+	notFound := errors.New("not found")
+	h := newHarness(t, smallWith(circuitbreaker.WithClassifier(func(err error) resilience.Outcome {
+		if errors.Is(err, notFound) {
+			return resilience.Success
+		}
+		return resilience.Failure
+	}))...)
+	for range 10 {
+		if err := h.cb.Execute(context.Background(), func(context.Context) error { return notFound }); err != notFound {
+			t.Fatalf("Execute returned %v, want the call's error", err)
+		}
+	}
+	h.wantState(circuitbreaker.StateClosed)
+	for range 5 {
+		_ = h.cb.Execute(context.Background(), func(context.Context) error { return errors.New("unavailable") })
+	}
+	h.wantState(circuitbreaker.StateOpen)
+}
+
+func TestPanicCountsAsFailureAndPropagates(t *testing.T) {
+	h := newHarness(t, small...)
+	for range 5 {
+		func() {
+			defer func() {
+				if r := recover(); r != "boom" {
+					t.Fatalf("recovered %v, want the call's panic", r)
+				}
+			}()
+			_ = h.cb.Execute(context.Background(), func(context.Context) error { panic("boom") })
+		}()
+	}
+	h.wantState(circuitbreaker.StateOpen)
+}
+
+func TestAbandonedProbeIsReleasedWhenItsContextEnds(t *testing.T) {
+	h := newHarness(t, small...)
+	h.halfOpen()
+	// Two probes start and their callers vanish (a stream never closed, a
+	// cancelled call that never reports).
+	for range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		if _, err := h.cb.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	// context.AfterFunc runs in its own goroutine: wait until both places
+	// are back, which is what the test is about.
+	waitFor(t, func() bool {
+		p, err := h.cb.Acquire(context.Background())
+		if err != nil {
+			return false
+		}
+		p.Record(ok)
+		return true
+	})
+	h.calls(1, ok, 0)
+	h.wantState(circuitbreaker.StateClosed)
+}
+
+func TestProbeWhoseDeadlinePassesCountsAsFailure(t *testing.T) {
+	h := newHarness(t, smallWith(circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1))...)
+	h.halfOpen()
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now()) // already past
+	defer cancel()
+	p, err := h.cb.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return h.cb.State() == circuitbreaker.StateOpen })
+	p.Record(ok) // too late: already settled as a failure
+	h.wantState(circuitbreaker.StateOpen)
+}
+
+// waitFor polls cond: the only waits in this package are for
+// context.AfterFunc's goroutine, which no clock drives.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestTimeBasedWindowForgetsOldSeconds(t *testing.T) {
+	h := newHarness(t, smallWith(
+		circuitbreaker.WithSlidingWindowType(circuitbreaker.TimeBased),
+		circuitbreaker.WithSlidingWindowSize(10),
+	)...)
+	h.calls(4, fail, 0)
+	h.clk.Advance(10 * time.Second) // those four leave the window
+	h.calls(1, fail, 0)
+	h.calls(1, ok, 0)
+	if m := h.cb.Metrics(); m.Calls != 2 || m.FailedCalls != 1 {
+		t.Fatalf("metrics %+v, want 2 calls, 1 failure", m)
+	}
+	h.wantState(circuitbreaker.StateClosed)
+	h.calls(3, fail, 0) // 4 of 5 in this second
+	h.wantState(circuitbreaker.StateOpen)
+}
+
+func TestMetrics(t *testing.T) {
+	h := newHarness(t, small...)
+	if m := h.cb.Metrics(); m.FailureRate != -1 || m.SlowCallRate != -1 {
+		t.Fatalf("empty breaker rates = %v, %v; want -1 (not enough calls)", m.FailureRate, m.SlowCallRate)
+	}
+	h.calls(4, ok, 0)
+	h.calls(1, fail, 2*time.Second)
+	h.calls(1, ok, 2*time.Second)
+	want := circuitbreaker.Metrics{
+		State: circuitbreaker.StateClosed, FailureRate: 100.0 / 6, SlowCallRate: 200.0 / 6,
+		Calls: 6, SuccessfulCalls: 5, FailedCalls: 1,
+		SlowCalls: 2, SlowSuccessfulCalls: 1, SlowFailedCalls: 1,
+	}
+	if m := h.cb.Metrics(); m != want {
+		t.Fatalf("Metrics() = %+v, want %+v", m, want)
+	}
+	h.calls(4, fail, 0) // 5 of 10: opens
+	h.wantRejected()
+	h.wantRejected()
+	m := h.cb.Metrics()
+	if m.State != circuitbreaker.StateOpen || m.FailureRate != 50 || m.NotPermittedCalls != 2 {
+		t.Fatalf("open metrics = %+v, want the tripping rate 50 kept and 2 not permitted", m)
+	}
+}
+
+func TestObserverEvents(t *testing.T) {
+	h := newHarness(t, small...)
+	src := h.obs.Sources()
+	if len(src) != 1 || src[0].Kind != resilience.KindCircuitBreaker || src[0].Name != "test" || src[0].Snapshot == nil {
+		t.Fatalf("sources = %+v, want the breaker", src)
+	}
+	h.calls(1, ok, 1500*time.Millisecond)
+	h.calls(1, ign, 0)
+	h.calls(4, fail, 0) // 4 of 5 fail: opens
+	h.wantRejected()
+	var got []string
+	for _, e := range h.obs.Events() {
+		s := e.Type.String()
+		switch e.Type {
+		case resilience.EventCall:
+			s += " " + e.Outcome.String() + " " + e.Duration.String()
+			if e.Slow {
+				s += " slow"
+			}
+		case resilience.EventRejection:
+			s += " " + e.State.String()
+			if !errors.Is(e.Err, circuitbreaker.ErrOpen) {
+				t.Errorf("rejection event carries %v, want the OpenError", e.Err)
+			}
+		case resilience.EventTransition:
+			s += " " + e.From.String() + "->" + e.To.String() + " " + e.Reason.String()
+		}
+		got = append(got, s)
+	}
+	want := []string{
+		"call success 1.5s slow", "call ignored 0s",
+		"call failure 0s", "call failure 0s", "call failure 0s", "call failure 0s",
+		"transition CLOSED->OPEN failure_rate",
+		"rejection OPEN",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events:\n%v\nwant:\n%v", got, want)
+	}
+	if s := src[0].Snapshot(); s.State != circuitbreaker.StateOpen || s.FailureRate != 80 {
+		t.Fatalf("snapshot = %+v, want OPEN with the tripping failure rate", s)
+	}
+}
+
+func TestDisabledReportsNothing(t *testing.T) {
+	h := newHarness(t, smallWith(circuitbreaker.WithMode(circuitbreaker.ModeDisabled))...)
+	h.calls(10, fail, 0)
+	if e := h.obs.Events(); len(e) != 0 {
+		t.Fatalf("a disabled breaker reported %d events", len(e))
+	}
+}
+
+func TestOpenError(t *testing.T) {
+	h := newHarness(t, small...)
+	h.open()
+	_, err := h.cb.Acquire(context.Background())
+	var oe *circuitbreaker.OpenError
+	if !errors.As(err, &oe) {
+		t.Fatalf("rejection %T is not an *OpenError", err)
+	}
+	if !errors.Is(err, circuitbreaker.ErrOpen) || !resilience.IsRejection(err) || !resilience.IsRejection(circuitbreaker.ErrOpen) {
+		t.Fatal("the rejection does not match ErrOpen or is not a resilience.Rejection")
+	}
+	if oe.Name != "test" || oe.State != circuitbreaker.StateOpen || !oe.Until.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("OpenError = %+v", oe)
+	}
+	if got := err.Error(); got != `circuit breaker "test" is OPEN` {
+		t.Fatalf("Error() = %q", got)
+	}
+	h.clk.Advance(4 * time.Second)
+	if d := oe.RetryAfter(h.clk.Now()); d != 6*time.Second {
+		t.Fatalf("RetryAfter = %v, want 6s", d)
+	}
+	if d := oe.RetryAfter(t0.Add(time.Hour)); d != 0 {
+		t.Fatalf("RetryAfter past the wait = %v, want 0", d)
+	}
+	_, err2 := h.cb.Acquire(context.Background())
+	if err2 != err {
+		t.Fatal("two rejections in one open state are not the same prebuilt error")
+	}
+}
