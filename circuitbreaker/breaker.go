@@ -103,8 +103,10 @@ func (b *Breaker) State() State { return b.cur.Load().state }
 
 // Permit is a breaker's admission of one call. It is a value: keep it, run
 // the call, then report the call's result exactly once with [Permit.Done] or
-// [Permit.Record]. The zero Permit (as issued by a disabled breaker) records
-// nothing.
+// [Permit.Record]. A half-open probe's permit ignores every report after the
+// first; a closed-state permit keeps no state of its own (that is what makes
+// it free), so reporting it twice counts the call twice. The zero Permit (as
+// issued by a disabled breaker) records nothing.
 //
 // A half-open probe whose permit is never reported gives its place back when
 // the call's context ends (see [Breaker.Acquire]).
@@ -154,6 +156,9 @@ func (b *Breaker) reject(ctx context.Context, p *period) error {
 }
 
 func (b *Breaker) acquireProbe(ctx context.Context, p *period) (Permit, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	b.mu.Lock()
 	if b.cur.Load() != p {
 		b.mu.Unlock()
@@ -334,7 +339,7 @@ func (b *Breaker) expire(p *period, to State, reason resilience.Reason, reopens 
 }
 
 // openWait is the wait before the next probe after reopens consecutive
-// re-opens: doubled for each, capped, then spread by the jitter.
+// re-opens: doubled for each, spread by the jitter, and never above the cap.
 func (b *Breaker) openWait(reopens int) time.Duration {
 	w, limit := b.cfg.openWait, b.cfg.maxOpenWait
 	if limit > 0 {
@@ -345,10 +350,12 @@ func (b *Breaker) openWait(reopens int) time.Duration {
 			}
 			w *= 2
 		}
-		w = min(w, limit)
 	}
 	if j := b.cfg.openJitter; j > 0 {
 		w = time.Duration(float64(w) * (1 + j*(2*rand.Float64()-1)))
+	}
+	if limit > 0 {
+		w = min(w, limit)
 	}
 	return max(w, time.Nanosecond)
 }
@@ -372,7 +379,9 @@ func (b *Breaker) Disable() { b.manual(StateDisabled) }
 func (b *Breaker) MetricsOnly() { b.manual(StateMetricsOnly) }
 
 // Reset moves the breaker to CLOSED with an empty window and forgets past
-// re-opens, from whatever state it is in.
+// re-opens, from whatever state it is in. Observers see a transition only
+// when the state changes: resetting a closed breaker empties its window
+// silently.
 func (b *Breaker) Reset() { b.manual(StateClosed) }
 
 func (b *Breaker) manual(to State) {

@@ -51,12 +51,13 @@
 //
 // # Cost
 //
-// A closed-path call through a breaker whose window is full of fast successes
-// reads two atomics and the coarse clock and writes no shared memory, so it
-// costs a few tens of nanoseconds and scales across cores; a rejection reads
-// one atomic and returns an error built when the breaker opened. Neither
-// allocates. Recording any other outcome takes the breaker's mutex. See
-// docs/benchmarks.md.
+// A closed-path call through a COUNT_BASED breaker whose window is full of fast
+// successes reads a few atomics (the state, the window's "clean" flag, the
+// coarse clock) and writes no memory that other cores read, so it costs a few
+// tens of nanoseconds and scales across cores. A rejection reads the state,
+// counts itself and returns an error built when the breaker opened. Neither
+// allocates. Recording any other outcome, and every call through a TIME_BASED
+// window, takes the breaker's mutex. See docs/benchmarks.md.
 //
 // A Breaker is safe for concurrent use.
 package circuitbreaker

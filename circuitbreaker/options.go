@@ -80,7 +80,7 @@ func ParseMode(s string) (Mode, error) {
 // Limits on window sizes: a window's memory grows with its size.
 const (
 	MaxCountWindowSize = 1 << 20 // calls; one byte each
-	MaxTimeWindowSize  = 3600    // seconds; 40 bytes each
+	MaxTimeWindowSize  = 3600    // seconds; 32 bytes each
 )
 
 type config struct {
@@ -226,8 +226,8 @@ func WithWaitDurationInOpenState(d time.Duration) Option {
 }
 
 // WithMaxWaitDurationInOpenState sets maxWaitDurationInOpenState: each
-// consecutive re-open (probes failed) doubles the open wait, up to this cap.
-// 0 turns the growth off. Default 5m.
+// consecutive re-open (probes failed) doubles the open wait, up to this cap,
+// which the jitter never passes either. 0 turns the growth off. Default 5m.
 func WithMaxWaitDurationInOpenState(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxOpenWait = d })
 }

@@ -2,6 +2,7 @@ package circuitbreaker_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,11 +58,7 @@ func TestHalfOpenNeverAdmitsMoreThanItsProbes(t *testing.T) {
 	}
 }
 
-var errFailure = errorString("unavailable")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
+var errFailure = errors.New("unavailable")
 
 // TestConcurrentRecordingKeepsExactCounts hammers a closed, metrics-only
 // breaker from many goroutines; every recorded call must be counted.

@@ -312,6 +312,40 @@ func TestOpenWaitWithoutGrowth(t *testing.T) {
 	h.wantState(circuitbreaker.StateHalfOpen)
 }
 
+func TestOpenWaitJitterNeverPassesTheCap(t *testing.T) {
+	// 10s doubled twice is 40s, capped at 35s; +/-50 % jitter must not
+	// pass 35s.
+	h := newHarness(t, smallWith(circuitbreaker.WithOpenStateJitter(0.5))...)
+	h.open()
+	for range 2 {
+		h.clk.Advance(time.Minute)
+		h.calls(2, fail, 0)
+	}
+	for range 100 {
+		_, err := h.cb.Acquire(context.Background())
+		var oe *circuitbreaker.OpenError
+		if !errors.As(err, &oe) {
+			t.Fatalf("Acquire = %v, want open", err)
+		}
+		if w := oe.RetryAfter(h.clk.Now()); w > 35*time.Second || w < 15*time.Second {
+			t.Fatalf("wait %v, want within [15s, 35s]", w)
+		}
+		h.clk.Advance(time.Minute)
+		h.calls(2, fail, 0)
+	}
+}
+
+func TestNilContextIsBackground(t *testing.T) {
+	h := newHarness(t, small...)
+	h.halfOpen()
+	//lint:ignore SA1012 checking that a nil context does not panic
+	p, err := h.cb.Acquire(nil) //nolint:staticcheck
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Record(ok)
+}
+
 func TestOpenWaitJitterStaysInItsBounds(t *testing.T) {
 	h := newHarness(t, smallWith(circuitbreaker.WithOpenStateJitter(0.2), circuitbreaker.WithMaxWaitDurationInOpenState(0))...)
 	seen := map[time.Duration]bool{}
