@@ -38,7 +38,7 @@ const CoarseResolution = time.Millisecond
 // background goroutine refreshes every [CoarseResolution] while the clock is
 // read. Reading it costs an atomic load instead of a system clock read
 // (about 50 ns on a virtual machine). The goroutine starts on first use and
-// exits by itself when the clock has not been read for 100 ms, so an idle
+// exits by itself when the clock has not been read for 50 ms, so an idle
 // program has no timer waking it up.
 var SystemClock Clock = systemClock{}
 
@@ -67,8 +67,8 @@ type coarseClock struct {
 
 var coarse = new(coarseClock)
 
-// idleTicks is how many ticks without a read stop the ticker.
-const idleTicks = 100
+// idleAfter is how long the ticker runs on without a read before it stops.
+const idleAfter = 50 * time.Millisecond
 
 func (c *coarseClock) now() time.Time {
 	if !c.used.Load() {
@@ -97,21 +97,21 @@ func (c *coarseClock) start() time.Time {
 func (c *coarseClock) tick() {
 	t := time.NewTicker(CoarseResolution)
 	defer t.Stop()
-	idle := 0
+	lastRead := time.Now()
 	for range t.C {
 		now := time.Now()
 		c.cur.Store(&now)
 		if c.used.Swap(false) {
-			idle = 0
+			lastRead = now
 			continue
 		}
-		if idle++; idle < idleTicks {
+		if now.Sub(lastRead) < idleAfter {
 			continue
 		}
 		c.mu.Lock()
 		if c.used.Load() { // read while we decided: keep going
 			c.mu.Unlock()
-			idle = 0
+			lastRead = now
 			continue
 		}
 		c.running.Store(false)

@@ -36,16 +36,16 @@ func TestCoarseClockTicksAndStopsWhenIdle(t *testing.T) {
 		if d := c.now().Sub(t0); d < 9*CoarseResolution || d > 11*CoarseResolution {
 			t.Fatalf("after 10 steps the clock moved %v, want about %v", d, 10*CoarseResolution)
 		}
-		time.Sleep((idleTicks + 5) * CoarseResolution)
+		time.Sleep(idleAfter + 5*CoarseResolution)
 		synctest.Wait()
 		if c.running.Load() {
 			t.Fatal("the ticker still runs after the clock went unread")
 		}
 		t1 := c.now() // restarts it, precise at once
-		if d := t1.Sub(t0); d < (idleTicks+15)*CoarseResolution {
-			t.Fatalf("after a restart the clock reads %v since start, want at least %v", d, (idleTicks+15)*CoarseResolution)
+		if want := idleAfter + 15*CoarseResolution; t1.Sub(t0) < want {
+			t.Fatalf("after a restart the clock reads %v since start, want at least %v", t1.Sub(t0), want)
 		}
-		time.Sleep((idleTicks + 5) * CoarseResolution) // let it stop, so the bubble ends clean
+		time.Sleep(idleAfter + 5*CoarseResolution) // let it stop, so the bubble ends clean
 	})
 }
 
