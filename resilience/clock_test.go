@@ -68,3 +68,18 @@ func TestSystemClockTimers(t *testing.T) {
 		}
 	})
 }
+
+func TestPreciseClockIsTimeNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		time.Sleep(1500 * time.Microsecond)
+		if d := PreciseClock.Now().Sub(start); d != 1500*time.Microsecond {
+			t.Fatalf("PreciseClock moved %v in a bubble that moved 1.5ms", d)
+		}
+		tm := PreciseClock.NewTimer(time.Second)
+		<-tm.C()
+		if d := PreciseClock.Now().Sub(start); d != time.Second+1500*time.Microsecond {
+			t.Fatalf("PreciseClock timer fired at %v", d)
+		}
+	})
+}

@@ -45,6 +45,9 @@ type Source struct {
 	// Name identifies the instance: a breaker's or bulkhead's key, a
 	// method's name for retries and timeouts.
 	Name string
+	// Scope tells apart instances of one kind that play different parts: a
+	// timeout's is "attempt" or "overall".
+	Scope string
 	// Snapshot reads the instance's live figures, for observable gauges. It is
 	// nil for policies that keep none. It is safe to call from any goroutine,
 	// but not from inside Record.
@@ -110,6 +113,23 @@ const (
 	EventRejection
 	// EventTransition: a breaker changed state. From, To and Reason are set.
 	EventTransition
+	// EventAttempt: one attempt of a retry policy has finished. Attempt (1
+	// for the first call), Err and Outcome are set.
+	EventAttempt
+	// EventRetry: a retry policy will try again. Attempt is the number of the
+	// attempt to come, Backoff the wait before it, Err the error that caused
+	// it.
+	EventRetry
+	// EventRetryDone: a retry policy's logical call is over. Attempt is the
+	// number of attempts made, Outcome the final outcome, Err the error
+	// returned, Reason why no further attempt was made (ReasonNone after a
+	// success).
+	EventRetryDone
+	// EventAcquired: a bulkhead admitted a call. Duration is the time it
+	// waited for its permit.
+	EventAcquired
+	// EventReleased: a call that a bulkhead admitted has finished.
+	EventReleased
 )
 
 // String returns the event type's name, e.g. "call".
@@ -121,6 +141,16 @@ func (t EventType) String() string {
 		return "rejection"
 	case EventTransition:
 		return "transition"
+	case EventAttempt:
+		return "attempt"
+	case EventRetry:
+		return "retry"
+	case EventRetryDone:
+		return "retry_done"
+	case EventAcquired:
+		return "acquired"
+	case EventReleased:
+		return "released"
 	}
 	return "EventType(" + strconv.Itoa(int(t)) + ")"
 }
@@ -129,10 +159,18 @@ func (t EventType) String() string {
 // rest are zero. Events are passed by value and never retained by policies.
 type Event struct {
 	Type EventType
-	// Outcome of a finished call.
+	// Outcome of a finished call or attempt.
 	Outcome Outcome
-	// Duration of a finished call.
+	// Duration of a finished call; for a bulkhead, the time spent waiting
+	// for a permit (EventAcquired, EventRejection).
 	Duration time.Duration
+	// TimedOut is set on a timeout policy's EventCall when its own deadline
+	// ended the call.
+	TimedOut bool
+	// Attempt numbers a retry policy's attempts from 1.
+	Attempt int
+	// Backoff is the wait before the next attempt (EventRetry).
+	Backoff time.Duration
 	// Slow is set when a finished call took longer than the breaker's
 	// slow-call threshold, whatever its outcome.
 	Slow bool
@@ -193,9 +231,30 @@ const (
 	ReasonHalfOpenTimeout
 	// ReasonManual: an operator or program asked for the state.
 	ReasonManual
+
+	// The reasons a retry policy stops (EventRetryDone).
+
+	// ReasonMaxAttempts: the attempts allowed are spent.
+	ReasonMaxAttempts
+	// ReasonNotRetryable: the error is not one to retry.
+	ReasonNotRetryable
+	// ReasonRejected: a policy rejected the call locally; rejections are never
+	// retried.
+	ReasonRejected
+	// ReasonContextDone: the caller's context ended.
+	ReasonContextDone
+	// ReasonDeadline: the next backoff does not fit before the deadline.
+	ReasonDeadline
+	// ReasonPushback: the server asked not to retry.
+	ReasonPushback
+	// ReasonThrottled: retry throttling is holding retries back.
+	ReasonThrottled
 )
 
-var reasonNames = [...]string{"none", "failure_rate", "slow_call_rate", "wait_elapsed", "probes_succeeded", "half_open_timeout", "manual"}
+var reasonNames = [...]string{
+	"none", "failure_rate", "slow_call_rate", "wait_elapsed", "probes_succeeded", "half_open_timeout", "manual",
+	"max_attempts", "not_retryable", "rejected", "context_done", "deadline", "pushback", "throttled",
+}
 
 // String returns the reason's name, e.g. "failure_rate".
 func (r Reason) String() string {
