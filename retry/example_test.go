@@ -1,0 +1,66 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/resilience/resiliencetest"
+	"github.com/meshless/meshless/retry"
+)
+
+// A call that fails twice with a retryable error, then succeeds. The fake
+// clock's timers stand for the backoffs.
+func Example() {
+	clk := resiliencetest.NewClock(time.Now())
+	obs := resilience.ObserverFunc(func(resilience.Source) resilience.Recorder {
+		return resilience.RecorderFunc(func(_ context.Context, e resilience.Event) {
+			switch e.Type {
+			case resilience.EventRetry:
+				fmt.Printf("attempt %d in %v after %q\n", e.Attempt, e.Backoff, e.Err)
+			case resilience.EventRetryDone:
+				fmt.Printf("done after %d attempts: %v\n", e.Attempt, e.Outcome)
+			}
+		})
+	})
+	r, _ := retry.New(retry.WithClock(clk), retry.WithJitter(0), retry.WithObserver(obs))
+
+	done := make(chan error)
+	calls := 0
+	go func() {
+		done <- r.Execute(context.Background(), func(context.Context) error {
+			if calls++; calls < 3 {
+				return errors.New("unavailable")
+			}
+			return nil
+		})
+	}()
+	for range 2 {
+		clk.WaitPending(1) // the policy is waiting out a backoff
+		clk.Advance(time.Second)
+	}
+	fmt.Println(<-done)
+	// Output:
+	// attempt 2 in 100ms after "unavailable"
+	// attempt 3 in 200ms after "unavailable"
+	// done after 3 attempts: success
+	// <nil>
+}
+
+// A throttle shared by a client's retry policies stops retries when most
+// attempts fail.
+func ExampleNewThrottle() {
+	th, _ := retry.NewThrottle(4, 0.5)
+	r, _ := retry.New(retry.WithThrottle(th), retry.WithMaxAttempts(5), retry.WithInitialBackoff(time.Nanosecond), retry.WithMaxBackoff(time.Nanosecond))
+	for i := range 3 {
+		attempts := 0
+		_ = r.Execute(context.Background(), func(context.Context) error { attempts++; return errors.New("unavailable") })
+		fmt.Printf("call %d: %d attempts, %v tokens left\n", i+1, attempts, th.Tokens())
+	}
+	// Output:
+	// call 1: 2 attempts, 2 tokens left
+	// call 2: 1 attempts, 1 tokens left
+	// call 3: 1 attempts, 0 tokens left
+}

@@ -1,0 +1,155 @@
+package retry
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+type config struct {
+	name        string
+	maxAttempts int
+	initial     time.Duration
+	max         time.Duration
+	multiplier  float64
+	jitter      float64
+	retryable   func(error) bool
+	classify    resilience.Classifier
+	pushback    func(error) (time.Duration, bool)
+	throttle    *Throttle
+	clock       resilience.Clock
+	observer    resilience.Observer
+	rand        func() float64
+}
+
+func defaultConfig() config {
+	return config{
+		maxAttempts: 3,
+		initial:     100 * time.Millisecond,
+		max:         2 * time.Second,
+		multiplier:  2,
+		jitter:      0.2,
+		retryable:   defaultRetryable,
+		classify:    resilience.DefaultClassifier,
+		clock:       resilience.SystemClock,
+	}
+}
+
+// defaultRetryable retries what the default classifier calls a failure.
+func defaultRetryable(err error) bool { return resilience.DefaultClassifier(err) == resilience.Failure }
+
+// MaxMaxAttempts bounds maxAttempts: more attempts than this turn an outage
+// into a retry storm whatever the backoff.
+const MaxMaxAttempts = 100
+
+func (c *config) validate() error {
+	var errs []error
+	bad := func(option string, value any, problem string) {
+		errs = append(errs, &resilience.OptionError{Option: option, Value: value, Problem: problem})
+	}
+	if c.maxAttempts < 1 || c.maxAttempts > MaxMaxAttempts {
+		bad("maxAttempts", c.maxAttempts, "must be in [1, 100] (it counts the first call)")
+	}
+	if c.initial <= 0 {
+		bad("initialBackoff", c.initial, "must be positive")
+	}
+	if c.max <= 0 {
+		bad("maxBackoff", c.max, "must be positive")
+	} else if c.initial > c.max {
+		bad("maxBackoff", c.max, "must be at least initialBackoff ("+c.initial.String()+")")
+	}
+	if !(c.multiplier >= 1) || math.IsInf(c.multiplier, 0) {
+		bad("backoffMultiplier", c.multiplier, "must be at least 1")
+	}
+	if !(c.jitter >= 0 && c.jitter < 1) {
+		bad("jitter", c.jitter, "must be in [0, 1)")
+	}
+	if c.retryable == nil {
+		bad("retryable", nil, "must not be nil")
+	}
+	if c.classify == nil {
+		bad("classifier", nil, "must not be nil")
+	}
+	if c.clock == nil {
+		bad("clock", nil, "must not be nil")
+	}
+	return errors.Join(errs...)
+}
+
+// Option configures a [Retry]. Each option is named after the configuration
+// key it sets (see docs/retry.md).
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithName names the retry policy for observers; grpcmw uses the method.
+// Default "".
+func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
+
+// WithMaxAttempts sets maxAttempts: the most calls made, the first one
+// included, as in gRPC (1 turns retries off). Default 3.
+func WithMaxAttempts(n int) Option { return optionFunc(func(c *config) { c.maxAttempts = n }) }
+
+// WithInitialBackoff sets initialBackoff: the wait before the first retry.
+// Default 100ms.
+func WithInitialBackoff(d time.Duration) Option { return optionFunc(func(c *config) { c.initial = d }) }
+
+// WithMaxBackoff sets maxBackoff: no wait is longer, jitter included.
+// Default 2s.
+func WithMaxBackoff(d time.Duration) Option { return optionFunc(func(c *config) { c.max = d }) }
+
+// WithBackoffMultiplier sets backoffMultiplier: each wait is the previous one
+// times this. Default 2.
+func WithBackoffMultiplier(m float64) Option { return optionFunc(func(c *config) { c.multiplier = m }) }
+
+// WithJitter sets jitter: each wait is spread by a random ±fraction (0.2 is
+// ±20 %). Default 0.2.
+func WithJitter(fraction float64) Option { return optionFunc(func(c *config) { c.jitter = fraction }) }
+
+// WithRetryable sets which errors are worth another attempt. grpcmw passes
+// the configured retryableStatusCodes. Whatever it says, a
+// [resilience.Rejection] is never retried, and neither is any error once
+// the caller's context is done. Default: the errors
+// [resilience.DefaultClassifier] calls failures.
+func WithRetryable(f func(err error) bool) Option {
+	return optionFunc(func(c *config) { c.retryable = f })
+}
+
+// WithClassifier sets how the final error of a logical call is reported to
+// observers (a success or a failure of the call as a whole); it does not
+// decide retries. Default [resilience.DefaultClassifier].
+func WithClassifier(cl resilience.Classifier) Option {
+	return optionFunc(func(c *config) { c.classify = cl })
+}
+
+// WithPushback sets a hook that reads a delay the server asked for from an
+// attempt's error (grpcmw reads the grpc-retry-pushback-ms trailer). When it
+// returns ok, its delay replaces the backoff and the backoff starts again
+// from initialBackoff, as in gRPC; a negative delay stops retrying. Default
+// none.
+func WithPushback(f func(err error) (delay time.Duration, ok bool)) Option {
+	return optionFunc(func(c *config) { c.pushback = f })
+}
+
+// WithThrottle shares a retry [Throttle] (gRPC's token bucket) with this
+// policy. Policies of one client should share one. Default none.
+func WithThrottle(t *Throttle) Option { return optionFunc(func(c *config) { c.throttle = t }) }
+
+// WithClock sets the clock that backoffs wait on and deadlines are read
+// from. Default [resilience.SystemClock].
+func WithClock(clk resilience.Clock) Option { return optionFunc(func(c *config) { c.clock = clk }) }
+
+// WithObserver sets the observer that receives the policy's events.
+// Default none.
+func WithObserver(o resilience.Observer) Option {
+	return optionFunc(func(c *config) { c.observer = o })
+}
+
+// WithRandom sets the source of the jitter, a function returning values in
+// [0, 1), for tests that want exact waits. It is called from many
+// goroutines. Default math/rand/v2's Float64.
+func WithRandom(f func() float64) Option { return optionFunc(func(c *config) { c.rand = f }) }

@@ -1,0 +1,175 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// Retry is a retry policy with gRPC's semantics (gRFC A6): maxAttempts
+// counts the first call; waits grow exponentially with jitter; a
+// server-requested delay (pushback) overrides them; a shared [Throttle]
+// stops retries during an outage. It never retries a
+// [resilience.Rejection], never retries once the caller's context is done,
+// and never sleeps a backoff that would not end before the context's
+// deadline.
+//
+// A Retry is safe for concurrent use.
+type Retry struct {
+	cfg config
+	rec resilience.Recorder
+}
+
+var _ resilience.Policy = (*Retry)(nil)
+
+// New returns a retry policy configured by opts, with the defaults of
+// docs/retry.md for everything not set. An invalid option is an error that
+// names it; New never panics.
+func New(opts ...Option) (*Retry, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("retry: %w", err)
+	}
+	if cfg.rand == nil {
+		cfg.rand = rand.Float64
+	}
+	r := &Retry{cfg: cfg}
+	r.rec = resilience.Attach(cfg.observer, resilience.Source{Kind: resilience.KindRetry, Name: cfg.name})
+	return r, nil
+}
+
+// MaxAttempts returns the most attempts a call gets, the first included.
+func (r *Retry) MaxAttempts() int { return r.cfg.maxAttempts }
+
+// Apply runs next, retrying as configured. It is the [resilience.Policy]
+// form of [Retry.Execute].
+func (r *Retry) Apply(ctx context.Context, next resilience.Next) error {
+	return r.Execute(ctx, next.Run)
+}
+
+// Execute calls fn, and again after a backoff while its error is retryable
+// and attempts, context, deadline and throttle allow. It returns the last
+// attempt's error unchanged. When the first attempt succeeds it allocates
+// nothing.
+func (r *Retry) Execute(ctx context.Context, fn func(context.Context) error) error {
+	c := &r.cfg
+	sincePushback := 0 // retries since the last pushback: the backoff exponent
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if r.rec != nil {
+			r.rec.Record(ctx, resilience.Event{Type: resilience.EventAttempt, Attempt: attempt, Err: err, Outcome: c.classify(err)})
+		}
+		if err == nil {
+			if c.throttle != nil {
+				c.throttle.success()
+			}
+			r.done(ctx, attempt, nil, resilience.ReasonNone)
+			return nil
+		}
+		reason, wait := r.next(ctx, attempt, err, &sincePushback)
+		if reason != resilience.ReasonNone {
+			r.done(ctx, attempt, err, reason)
+			return err
+		}
+		if r.rec != nil {
+			r.rec.Record(ctx, resilience.Event{Type: resilience.EventRetry, Attempt: attempt + 1, Backoff: wait, Err: err})
+		}
+		if !r.sleep(ctx, wait) {
+			r.done(ctx, attempt, err, resilience.ReasonContextDone)
+			return err
+		}
+	}
+}
+
+// next decides whether to retry after attempt failed with err: it returns
+// the reason to stop, or ReasonNone and the wait before the next attempt.
+func (r *Retry) next(ctx context.Context, attempt int, err error, sincePushback *int) (resilience.Reason, time.Duration) {
+	c := &r.cfg
+	switch {
+	case resilience.IsRejection(err):
+		return resilience.ReasonRejected, 0 // local refusals take no token either
+	case ctx.Err() != nil:
+		return resilience.ReasonContextDone, 0
+	case !c.retryable(err):
+		return resilience.ReasonNotRetryable, 0
+	}
+	if c.throttle != nil {
+		c.throttle.failure()
+	}
+	if attempt >= c.maxAttempts {
+		return resilience.ReasonMaxAttempts, 0
+	}
+	var wait time.Duration
+	pushed := false
+	if c.pushback != nil {
+		if d, ok := c.pushback(err); ok {
+			if d < 0 {
+				return resilience.ReasonPushback, 0
+			}
+			wait, pushed = d, true
+		}
+	}
+	if c.throttle != nil && !c.throttle.allow() {
+		return resilience.ReasonThrottled, 0
+	}
+	if pushed {
+		*sincePushback = 0
+	} else {
+		wait = r.backoff(*sincePushback)
+		*sincePushback++
+	}
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(c.clock.Now()) <= wait {
+		return resilience.ReasonDeadline, 0
+	}
+	return resilience.ReasonNone, wait
+}
+
+// backoff returns the wait before retry n (0 for the first retry):
+// initialBackoff × multiplier^n, spread by the jitter, never above
+// maxBackoff.
+func (r *Retry) backoff(n int) time.Duration {
+	c := &r.cfg
+	w := float64(c.initial)
+	for range n {
+		w *= c.multiplier
+		if w >= float64(c.max) {
+			break
+		}
+	}
+	if c.jitter > 0 {
+		w *= 1 + c.jitter*(2*c.rand()-1)
+	}
+	return min(time.Duration(w), c.max)
+}
+
+// sleep waits d on the policy's clock; it returns false if ctx ended first.
+func (r *Retry) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := r.cfg.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (r *Retry) done(ctx context.Context, attempts int, err error, reason resilience.Reason) {
+	if r.rec != nil {
+		r.rec.Record(ctx, resilience.Event{
+			Type: resilience.EventRetryDone, Attempt: attempts, Err: err,
+			Outcome: r.cfg.classify(err), Reason: reason,
+		})
+	}
+}
