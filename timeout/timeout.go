@@ -1,0 +1,173 @@
+package timeout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// Scope says which part of a call a [Timeout] bounds.
+type Scope uint8
+
+const (
+	// Attempt bounds each attempt: it sits inside the retry policy.
+	Attempt Scope = iota
+	// Overall bounds the whole call, every attempt and backoff: it sits
+	// outside the retry policy.
+	Overall
+)
+
+// String returns "attempt" or "overall", the values of the
+// meshless.timeout.kind metric attribute.
+func (s Scope) String() string {
+	switch s {
+	case Attempt:
+		return "attempt"
+	case Overall:
+		return "overall"
+	}
+	return "Scope(" + strconv.Itoa(int(s)) + ")"
+}
+
+// ErrTimeout is matched with errors.Is by every [*Error].
+var ErrTimeout = errors.New("timeout")
+
+// Error is the error of a call that a [Timeout] ended. It matches both
+// [ErrTimeout] and [context.DeadlineExceeded] with errors.Is (grpcmw reports
+// it as DEADLINE_EXCEEDED), and unwraps to the error the call returned.
+type Error struct {
+	Scope   Scope
+	Timeout time.Duration
+	Err     error // what the call returned when its context ended
+}
+
+func (e *Error) Error() string {
+	s := e.Scope.String() + " timeout of " + e.Timeout.String() + " exceeded"
+	if e.Err != nil && e.Err != context.DeadlineExceeded {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Is reports whether target is [ErrTimeout] or [context.DeadlineExceeded].
+func (e *Error) Is(target error) bool {
+	return target == ErrTimeout || target == context.DeadlineExceeded
+}
+
+// Unwrap returns the call's own error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Timeout bounds a call's time with a deadline on its context. It never
+// extends the caller's deadline: when the caller's is earlier, the call runs
+// under the caller's context unchanged (and nothing is allocated). It starts
+// no goroutine.
+//
+// The deadline is real time, read from package time, because that is the
+// time context deadlines are measured in (tests use testing/synctest).
+//
+// A Timeout is safe for concurrent use.
+type Timeout struct {
+	d     time.Duration
+	scope Scope
+	rec   resilience.Recorder
+}
+
+var _ resilience.Policy = (*Timeout)(nil)
+
+// New returns a timeout of d for the given scope. d = 0 means no timeout:
+// the policy passes calls through untouched, as `perAttempt: 0` does in
+// configuration. A negative d is an error that names the key.
+func New(d time.Duration, opts ...Option) (*Timeout, error) {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	key := "perAttempt"
+	if c.scope == Overall {
+		key = "overall"
+	}
+	switch {
+	case d < 0:
+		return nil, fmt.Errorf("timeout: %w", &resilience.OptionError{Option: key, Value: d, Problem: "must not be negative (0 means none)"})
+	case c.scope > Overall:
+		return nil, fmt.Errorf("timeout: %w", &resilience.OptionError{Option: "scope", Value: c.scope, Problem: "must be Attempt or Overall"})
+	}
+	t := &Timeout{d: d, scope: c.scope}
+	t.rec = resilience.Attach(c.observer, resilience.Source{Kind: resilience.KindTimeout, Name: c.name, Scope: c.scope.String()})
+	return t, nil
+}
+
+// Duration returns the timeout (0: none).
+func (t *Timeout) Duration() time.Duration { return t.d }
+
+// Scope returns what the timeout bounds.
+func (t *Timeout) Scope() Scope { return t.scope }
+
+// Execute runs fn with a context that ends at the earlier of the caller's
+// deadline and now + the timeout. If the timeout's own deadline ended the
+// call and fn failed, Execute returns an [*Error] wrapping fn's error;
+// otherwise it returns fn's error unchanged (a caller's own shorter deadline
+// is the caller's, not the timeout's).
+func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) error {
+	if t.d <= 0 {
+		return fn(ctx)
+	}
+	start := time.Now()
+	deadline := start.Add(t.d)
+	if dl, ok := ctx.Deadline(); ok && !deadline.Before(dl) {
+		err := fn(ctx) // the caller's deadline comes first: it governs
+		t.report(ctx, start, false)
+		return err
+	}
+	tctx, cancel := context.WithDeadline(ctx, deadline)
+	err := fn(tctx)
+	ours := err != nil && tctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	cancel()
+	t.report(ctx, start, ours)
+	if ours {
+		return &Error{Scope: t.scope, Timeout: t.d, Err: err}
+	}
+	return err
+}
+
+// Apply is [Timeout.Execute] as a [resilience.Policy].
+func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
+	return t.Execute(ctx, next.Run)
+}
+
+func (t *Timeout) report(ctx context.Context, start time.Time, timedOut bool) {
+	if t.rec != nil {
+		t.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Duration: time.Since(start), TimedOut: timedOut})
+	}
+}
+
+type config struct {
+	name     string
+	scope    Scope
+	observer resilience.Observer
+}
+
+// Option configures a [Timeout].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithName names the timeout for observers; grpcmw uses the method.
+func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
+
+// WithScope says what the timeout bounds. Default [Attempt].
+func WithScope(s Scope) Option { return optionFunc(func(c *config) { c.scope = s }) }
+
+// WithObserver sets the observer that receives an EventCall per call, with
+// TimedOut set when the timeout ended it. Default none.
+func WithObserver(o resilience.Observer) Option {
+	return optionFunc(func(c *config) { c.observer = o })
+}
