@@ -119,8 +119,8 @@ func WithRetryable(f func(err error) bool) Option {
 	return optionFunc(func(c *config) { c.retryable = f })
 }
 
-// WithClassifier sets how the final error of a logical call is reported to
-// observers (a success or a failure of the call as a whole); it does not
+// WithClassifier sets the Outcome reported to observers for each attempt
+// (EventAttempt) and for the call as a whole (EventRetryDone); it does not
 // decide retries. Default [resilience.DefaultClassifier].
 func WithClassifier(cl resilience.Classifier) Option {
 	return optionFunc(func(c *config) { c.classify = cl })
@@ -139,8 +139,9 @@ func WithPushback(f func(err error) (delay time.Duration, ok bool)) Option {
 // policy. Policies of one client should share one. Default none.
 func WithThrottle(t *Throttle) Option { return optionFunc(func(c *config) { c.throttle = t }) }
 
-// WithClock sets the clock that backoffs wait on and deadlines are read
-// from. Default [resilience.SystemClock].
+// WithClock sets the clock that backoffs wait on. Whether a backoff fits
+// before the context's deadline is judged in real time, the time context
+// deadlines are in. Default [resilience.SystemClock].
 func WithClock(clk resilience.Clock) Option { return optionFunc(func(c *config) { c.clock = clk }) }
 
 // WithObserver sets the observer that receives the policy's events.

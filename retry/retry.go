@@ -126,21 +126,25 @@ func (r *Retry) next(ctx context.Context, attempt int, err error, sincePushback 
 		wait = r.backoff(*sincePushback)
 		*sincePushback++
 	}
-	if dl, ok := ctx.Deadline(); ok && dl.Sub(c.clock.Now()) <= wait {
+	// Deadlines are real time (a synctest bubble's in tests), whatever clock
+	// the backoff waits on.
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
 		return resilience.ReasonDeadline, 0
 	}
 	return resilience.ReasonNone, wait
 }
 
 // backoff returns the wait before retry n (0 for the first retry):
-// initialBackoff × multiplier^n, spread by the jitter, never above
-// maxBackoff.
+// min(initialBackoff × multiplier^n, maxBackoff), spread by the jitter, and
+// never above maxBackoff. Capping before the jitter keeps waits spread at the
+// cap, so clients that failed together do not retry in step.
 func (r *Retry) backoff(n int) time.Duration {
 	c := &r.cfg
 	w := float64(c.initial)
 	for range n {
 		w *= c.multiplier
 		if w >= float64(c.max) {
+			w = float64(c.max)
 			break
 		}
 	}

@@ -132,6 +132,17 @@ func TestJitterBounds(t *testing.T) {
 			})
 		})
 	}
+	// At the cap the waits stay spread below it: min(base, max) × (1 ± 20 %).
+	synctest.Test(t, func(t *testing.T) {
+		r := newRetry(t, retry.WithMaxAttempts(6), retry.WithJitter(0.2), retry.WithMaxBackoff(200*time.Millisecond),
+			retry.WithRandom(func() float64 { return 0 }))
+		dep := newDependency(errUnavailable)
+		_ = r.Execute(t.Context(), dep.call)
+		want := []time.Duration{80 * time.Millisecond, 160 * time.Millisecond, 160 * time.Millisecond, 160 * time.Millisecond, 160 * time.Millisecond}
+		if got := dep.waits(); !slices.Equal(got, want) {
+			t.Fatalf("waits at the cap with the lowest jitter = %v, want %v", got, want)
+		}
+	})
 	// With the real random source every wait stays within ±20 % and the cap.
 	synctest.Test(t, func(t *testing.T) {
 		r := newRetry(t, retry.WithMaxAttempts(8), retry.WithJitter(0.2), retry.WithMaxBackoff(time.Second))
