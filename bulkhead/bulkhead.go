@@ -1,0 +1,239 @@
+package bulkhead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	fsbulkhead "github.com/failsafe-go/failsafe-go/bulkhead"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// Bulkhead limits how many calls run at once. Its limit is fixed
+// (failsafe-go's bulkhead, a semaphore) or adaptive (failsafe-go's
+// adaptivelimiter, which moves the limit with the calls' latency). It is
+// safe for concurrent use.
+type Bulkhead struct {
+	cfg config
+	rec resilience.Recorder
+
+	// Exactly one of fixed and adaptive is set.
+	fixed    fsbulkhead.Bulkhead[any]
+	adaptive adaptivelimiter.AdaptiveLimiter[any]
+
+	active atomic.Int64
+	// full is the rejection of a call that found every permit taken, shared
+	// by every such rejection; an adaptive bulkhead replaces it when its
+	// limit has moved.
+	full atomic.Pointer[FullError]
+}
+
+// New returns a bulkhead configured by opts, with the defaults of
+// docs/bulkhead.md for everything not set: a fixed limit of 100 calls and no
+// wait. An invalid option is an error that names it (a
+// *[resilience.OptionError] per problem, joined); New never panics.
+func New(opts ...Option) (*Bulkhead, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("bulkhead: %w", err)
+	}
+	b := &Bulkhead{cfg: cfg}
+	if a := cfg.adaptive; a != nil {
+		d := a.withDefaults()
+		b.cfg.adaptive = &d // a copy: the option may be shared by other bulkheads
+		b.adaptive = adaptivelimiter.NewBuilder[any]().
+			WithLimits(uint(d.MinLimit), uint(d.MaxLimit), uint(d.InitialLimit)).
+			Build()
+	} else {
+		b.fixed = fsbulkhead.New[any](uint(cfg.maxConcurrent))
+	}
+	b.full.Store(&FullError{Name: cfg.name, Limit: b.Limit()})
+	b.rec = resilience.Attach(cfg.observer, resilience.Source{
+		Kind:     resilience.KindBulkhead,
+		Name:     cfg.name,
+		Snapshot: b.snapshot,
+	})
+	return b, nil
+}
+
+// Name returns the bulkhead's name.
+func (b *Bulkhead) Name() string { return b.cfg.name }
+
+// Limit returns how many calls may be in flight now: maxConcurrentCalls for
+// a fixed bulkhead; the current limit of an adaptive one, which moves.
+func (b *Bulkhead) Limit() int {
+	if b.adaptive != nil {
+		return b.adaptive.Limit()
+	}
+	return b.cfg.maxConcurrent
+}
+
+// Active returns how many calls hold a permit now. It can briefly exceed an
+// adaptive bulkhead's Limit right after the limit was lowered: calls in
+// flight are never interrupted, but no new call is admitted until Active
+// is below the limit again.
+func (b *Bulkhead) Active() int { return int(b.active.Load()) }
+
+func (b *Bulkhead) snapshot() resilience.Snapshot {
+	return resilience.Snapshot{Limit: b.Limit(), Active: b.Active()}
+}
+
+// Permit is a bulkhead's admission of one call. It is a value: keep it, run
+// the call, then end it exactly once with [Permit.Release], [Permit.Drop] or
+// [Permit.Done]. Ending a permit twice is a bug, like unlocking a mutex
+// twice: it would let one call too many in, so when the bulkhead notices it
+// (no call is in flight), it panics. The zero Permit ends as a no-op.
+type Permit struct {
+	b   *Bulkhead
+	ap  adaptivelimiter.Permit // the adaptive limiter's permit; nil for a fixed bulkhead
+	ctx context.Context
+}
+
+// Acquire asks the bulkhead to admit one call. It returns a [Permit] to end
+// when the call is over, or a *[FullError] (errors.Is [ErrFull]) when every
+// permit is taken and none came free in time.
+//
+// When a permit is free, Acquire takes it at once and does not look at ctx.
+// When none is, a bulkhead with a maxWaitDuration waits for one, first come
+// first served, until the wait is over or ctx ends, whichever comes first;
+// without a maxWaitDuration it rejects at once. If ctx ends while the call
+// waits (or has already ended when it would wait), the rejection wraps
+// ctx.Err() as its Cause: errors.Is(err, context.Canceled) is then true too,
+// and the error is still a [resilience.Rejection], which a breaker ignores
+// and a retry never retries.
+//
+// On a fixed bulkhead Acquire allocates nothing, rejection included; an
+// adaptive one allocates failsafe-go's permit (one allocation).
+func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if b.fixed != nil {
+		if b.fixed.TryAcquirePermit() {
+			return b.admit(ctx, nil, 0), nil
+		}
+	} else if ap, ok := b.adaptive.TryAcquirePermit(); ok {
+		return b.admit(ctx, ap, 0), nil
+	}
+	if b.cfg.maxWait == 0 {
+		return Permit{}, b.reject(ctx, b.fullError(), 0)
+	}
+	return b.acquireWaiting(ctx)
+}
+
+// acquireWaiting waits up to maxWaitDuration for a permit, through
+// failsafe-go's AcquirePermitWithMaxWait. failsafe-go returns its own
+// "full" sentinel when the wait is over and ctx.Err() when ctx ended first.
+func (b *Bulkhead) acquireWaiting(ctx context.Context) (Permit, error) {
+	start := b.cfg.clock.Now()
+	var ap adaptivelimiter.Permit
+	var err error
+	if b.fixed != nil {
+		err = b.fixed.AcquirePermitWithMaxWait(ctx, b.cfg.maxWait)
+	} else {
+		ap, err = b.adaptive.AcquirePermitWithMaxWait(ctx, b.cfg.maxWait)
+	}
+	waited := b.cfg.clock.Now().Sub(start)
+	if err == nil {
+		return b.admit(ctx, ap, waited), nil
+	}
+	var full *FullError
+	if errors.Is(err, fsbulkhead.ErrFull) || errors.Is(err, adaptivelimiter.ErrExceeded) {
+		full = b.fullError()
+	} else {
+		full = &FullError{Name: b.cfg.name, Limit: b.Limit(), Cause: err}
+	}
+	return Permit{}, b.reject(ctx, full, waited)
+}
+
+func (b *Bulkhead) admit(ctx context.Context, ap adaptivelimiter.Permit, waited time.Duration) Permit {
+	b.active.Add(1)
+	if b.rec != nil {
+		b.rec.Record(ctx, resilience.Event{Type: resilience.EventAcquired, Duration: waited})
+	}
+	return Permit{b: b, ap: ap, ctx: ctx}
+}
+
+func (b *Bulkhead) reject(ctx context.Context, err *FullError, waited time.Duration) error {
+	if b.rec != nil {
+		b.rec.Record(ctx, resilience.Event{Type: resilience.EventRejection, Duration: waited, Err: err})
+	}
+	return err
+}
+
+// fullError returns the shared rejection, rebuilt when an adaptive limit
+// has moved since it was built.
+func (b *Bulkhead) fullError() *FullError {
+	e := b.full.Load()
+	if b.adaptive == nil {
+		return e
+	}
+	if limit := b.adaptive.Limit(); e.Limit != limit {
+		e = &FullError{Name: b.cfg.name, Limit: limit}
+		b.full.Store(e)
+	}
+	return e
+}
+
+// Release ends the admitted call normally and gives its permit back. On an
+// adaptive bulkhead the call's latency, from Acquire to Release, is a sample
+// for the limit: failsafe-go's Permit.Record.
+func (p Permit) Release() { p.end(true) }
+
+// Drop gives the permit back without the call's latency counting for an
+// adaptive limit (failsafe-go's Permit.Drop): for a call that ended early,
+// cancelled or timed out, whose duration says nothing about the
+// dependency. On a fixed bulkhead Drop is Release.
+func (p Permit) Drop() { p.end(false) }
+
+// Done ends the admitted call with its error, choosing between Release and
+// Drop as failsafe-go's own executor does: a call that ended early — err
+// is a [resilience.Rejection] (an inner policy refused it),
+// [context.Canceled] or [context.DeadlineExceeded] — is dropped; any other
+// call, failed or not, is released, so a dependency that fails slowly
+// lowers an adaptive limit. Callers that classify errors themselves (gRPC
+// status codes) call Release or Drop directly.
+func (p Permit) Done(err error) {
+	if err != nil && endedEarly(err) {
+		p.end(false)
+		return
+	}
+	p.end(true)
+}
+
+func endedEarly(err error) bool {
+	return resilience.IsRejection(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func (p Permit) end(record bool) {
+	b := p.b
+	if b == nil {
+		return
+	}
+	// Active goes down before the permit goes back, so that Active never
+	// counts more calls than hold a permit.
+	if b.active.Add(-1) < 0 {
+		b.active.Add(1)
+		panic("bulkhead: Permit ended twice, or more permits ended than were acquired")
+	}
+	switch {
+	case p.ap == nil:
+		b.fixed.ReleasePermit()
+	case record:
+		p.ap.Record()
+	default:
+		p.ap.Drop()
+	}
+	if b.rec != nil {
+		b.rec.Record(p.ctx, resilience.Event{Type: resilience.EventReleased})
+	}
+}

@@ -1,0 +1,71 @@
+// Package bulkhead limits how many calls run at once, so that a slow
+// dependency cannot tie up every goroutine, connection or stream of its
+// caller.
+//
+// A [Bulkhead] hands out permits. A call that finds one free runs at once; a
+// call that finds none waits up to maxWaitDuration for one (0, the default,
+// does not wait) and is otherwise refused with a *[FullError], which
+// errors.Is [ErrFull].
+//
+//	bh, err := bulkhead.New(
+//		bulkhead.WithName("payments"),
+//		bulkhead.WithMaxConcurrentCalls(50),
+//		bulkhead.WithMaxWaitDuration(10*time.Millisecond),
+//	)
+//	...
+//	err = bh.Execute(ctx, func(ctx context.Context) error {
+//		return client.Charge(ctx, req)
+//	})
+//
+// # Fixed and adaptive limits
+//
+// The fixed limit is maxConcurrentCalls (default 100): failsafe-go's
+// bulkhead, a semaphore. [WithAdaptive] replaces it with failsafe-go's
+// adaptive concurrency limiter, which starts at initialLimit and moves
+// between minLimit and maxLimit by the calls' latency: it compares the recent
+// latency (the 90th percentile of a window of at least 50 calls and one
+// second, smoothed) with a long-run baseline, lowers the limit by about
+// log10(limit) when recent calls are markedly slower than the baseline (a
+// queue is building up downstream, or throughput stops growing with
+// concurrency), and raises it likewise while they are not — never above 5
+// times the calls in flight. Calls in flight are never interrupted when the
+// limit drops; new calls wait or are refused until fewer are in flight.
+//
+// # Waiting and the caller's context
+//
+// A waiting call stops waiting when its context ends. It is then refused
+// too: the *FullError carries ctx.Err() as its Cause (errors.Is(err,
+// context.Canceled) holds), and it is still a [resilience.Rejection]. A call
+// that finds a permit free takes it without looking at its context. Waiters
+// are served first come, first served.
+//
+// # Rejections
+//
+// A bulkhead's refusal is a local event that says nothing about the
+// dependency's health: [FullError] is a [resilience.Rejection], so circuit
+// breakers count it as ignored and retries never retry it. Rejecting a call
+// that finds the bulkhead full does not allocate: every such rejection
+// shares one error, built when the bulkhead is (or, for an adaptive
+// bulkhead, when its limit last moved).
+//
+// # Two steps
+//
+// Interceptors and streams cannot wrap the call in a closure.
+// [Bulkhead.Acquire] returns a [Permit], a value, that the caller ends once
+// when the call is over: [Permit.Release] for a call that ran its course,
+// [Permit.Drop] for one that ended early (cancelled, timed out) and whose
+// duration should not teach an adaptive limit anything, or [Permit.Done]
+// with the call's error to choose between the two as failsafe-go does.
+// [Bulkhead.Execute] and [Bulkhead.Apply] (a [resilience.Policy]) do this
+// for you and give the permit back when the call panics.
+//
+// # Cost
+//
+// A fixed bulkhead's Acquire and Release are a non-blocking channel send
+// and receive plus an atomic counter: no allocation, no clock read, and no
+// lock. The clock ([WithClock]) is read only by calls that wait. An
+// adaptive bulkhead takes failsafe-go's mutexes and allocates its permit
+// (one allocation a call). See docs/bulkhead.md.
+//
+// A Bulkhead is safe for concurrent use.
+package bulkhead
