@@ -59,6 +59,13 @@
 // [Bulkhead.Execute] and [Bulkhead.Apply] (a [resilience.Policy]) do this
 // for you and give the permit back when the call panics.
 //
+// # failsafe-go policies in a chain
+//
+// [FailsafePolicy] lets any failsafe-go policy (hedge, fallback, rate
+// limiter, cache, ...) join a [resilience.Chain], at the price of
+// failsafe-go's executor: a dozen or more allocations a call, where the
+// meshless policies take none.
+//
 // # Cost
 //
 // A fixed bulkhead's Acquire and Release are a non-blocking channel send
