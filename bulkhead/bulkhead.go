@@ -25,7 +25,11 @@ type Bulkhead struct {
 	fixed    fsbulkhead.Bulkhead[any]
 	adaptive adaptivelimiter.AdaptiveLimiter[any]
 
+	// active has a cache line of its own: every call writes it, and the
+	// fields around it are read by every call on every core.
+	_      [64]byte
 	active atomic.Int64
+	_      [56]byte
 	// full is the rejection of a call that found every permit taken, shared
 	// by every such rejection; an adaptive bulkhead replaces it when its
 	// limit has moved.
@@ -114,14 +118,22 @@ type Permit struct {
 // On a fixed bulkhead Acquire allocates nothing, rejection included; an
 // adaptive one allocates failsafe-go's permit (one allocation).
 func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	// The fixed bulkhead's paths first, without a call of their own: a free
+	// permit, or the shared rejection.
 	if b.fixed != nil {
 		if b.fixed.TryAcquirePermit() {
-			return b.admit(ctx, nil, 0), nil
+			b.active.Add(1)
+			if b.rec != nil {
+				b.acquired(ctx, 0)
+			}
+			return Permit{b: b, ctx: ctx}, nil
 		}
-	} else if ap, ok := b.adaptive.TryAcquirePermit(); ok {
+		if b.cfg.maxWait == 0 {
+			return Permit{}, b.reject(ctx, b.full.Load(), 0)
+		}
+		return b.acquireWaiting(ctx)
+	}
+	if ap, ok := b.adaptive.TryAcquirePermit(); ok {
 		return b.admit(ctx, ap, 0), nil
 	}
 	if b.cfg.maxWait == 0 {
@@ -134,6 +146,9 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 // failsafe-go's AcquirePermitWithMaxWait. failsafe-go returns its own
 // "full" sentinel when the wait is over and ctx.Err() when ctx ended first.
 func (b *Bulkhead) acquireWaiting(ctx context.Context) (Permit, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	start := b.cfg.clock.Now()
 	var ap adaptivelimiter.Permit
 	var err error
@@ -158,16 +173,29 @@ func (b *Bulkhead) acquireWaiting(ctx context.Context) (Permit, error) {
 func (b *Bulkhead) admit(ctx context.Context, ap adaptivelimiter.Permit, waited time.Duration) Permit {
 	b.active.Add(1)
 	if b.rec != nil {
-		b.rec.Record(ctx, resilience.Event{Type: resilience.EventAcquired, Duration: waited})
+		b.acquired(ctx, waited)
 	}
 	return Permit{b: b, ap: ap, ctx: ctx}
 }
 
+func (b *Bulkhead) acquired(ctx context.Context, waited time.Duration) {
+	b.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventAcquired, Duration: waited})
+}
+
 func (b *Bulkhead) reject(ctx context.Context, err *FullError, waited time.Duration) error {
 	if b.rec != nil {
-		b.rec.Record(ctx, resilience.Event{Type: resilience.EventRejection, Duration: waited, Err: err})
+		b.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventRejection, Duration: waited, Err: err})
 	}
 	return err
+}
+
+// orBackground returns ctx, or context.Background() for a nil ctx, so that
+// recorders always get a context.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }
 
 // fullError returns the shared rejection, rebuilt when an adaptive limit
@@ -234,6 +262,6 @@ func (p Permit) end(record bool) {
 		p.ap.Drop()
 	}
 	if b.rec != nil {
-		b.rec.Record(p.ctx, resilience.Event{Type: resilience.EventReleased})
+		b.rec.Record(orBackground(p.ctx), resilience.Event{Type: resilience.EventReleased})
 	}
 }
