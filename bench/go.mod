@@ -10,4 +10,7 @@ require (
 	github.com/sony/gobreaker/v2 v2.4.0
 )
 
-require github.com/bits-and-blooms/bitset v1.24.4 // indirect
+require (
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
+)

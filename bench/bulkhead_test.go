@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"context"
+	"testing"
+
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	fsbulkhead "github.com/failsafe-go/failsafe-go/bulkhead"
+	"github.com/failsafe-go/failsafe-go/fallback"
+
+	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/resilience"
+)
+
+// The bulkheads are configured alike: a fixed limit of 100 calls without a
+// wait, or failsafe-go's default adaptive limits (1, 200, initially 20).
+// meshless uses the same failsafe-go types through their permit APIs; the
+// figures show what meshless adds to them, and what failsafe-go's executor
+// adds.
+
+func newMeshlessBulkhead(b *testing.B, opts ...bulkhead.Option) *bulkhead.Bulkhead {
+	bh, err := bulkhead.New(append([]bulkhead.Option{bulkhead.WithName("bench")}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return bh
+}
+
+var meshlessAdaptive = bulkhead.WithAdaptive(bulkhead.Adaptive{MinLimit: 1, MaxLimit: 200, InitialLimit: 20})
+
+func newFailsafeAdaptive() adaptivelimiter.AdaptiveLimiter[any] {
+	return adaptivelimiter.NewBuilder[any]().WithLimits(1, 200, 20).Build()
+}
+
+// BenchmarkBulkheadFixed: one call through a fixed bulkhead with room.
+func BenchmarkBulkheadFixed(b *testing.B) {
+	ctx := context.Background()
+	b.Run("meshless-acquire-release", func(b *testing.B) {
+		bh := newMeshlessBulkhead(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := bh.Acquire(ctx)
+			if err == nil {
+				p.Release()
+			}
+		}
+	})
+	b.Run("meshless-execute", func(b *testing.B) {
+		bh := newMeshlessBulkhead(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = bh.Execute(ctx, noop)
+		}
+	})
+	b.Run("failsafe-executor", func(b *testing.B) {
+		bh := fsbulkhead.New[any](100)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = failsafe.With[any](bh).Run(fsNoop)
+		}
+	})
+	b.Run("failsafe-direct", func(b *testing.B) {
+		bh := fsbulkhead.New[any](100)
+		b.ReportAllocs()
+		for b.Loop() {
+			if bh.TryAcquirePermit() {
+				bh.ReleasePermit()
+			}
+		}
+	})
+}
+
+// BenchmarkBulkheadFixedParallel: the same on every core.
+func BenchmarkBulkheadFixedParallel(b *testing.B) {
+	ctx := context.Background()
+	b.Run("meshless-execute", func(b *testing.B) {
+		bh := newMeshlessBulkhead(b)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				_ = bh.Execute(ctx, noop)
+			}
+		})
+	})
+	b.Run("failsafe-direct", func(b *testing.B) {
+		bh := fsbulkhead.New[any](100)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if bh.TryAcquirePermit() {
+					bh.ReleasePermit()
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkBulkheadFull: the rejection of a call that finds no permit.
+func BenchmarkBulkheadFull(b *testing.B) {
+	ctx := context.Background()
+	b.Run("meshless", func(b *testing.B) {
+		bh := newMeshlessBulkhead(b, bulkhead.WithMaxConcurrentCalls(1))
+		held, _ := bh.Acquire(ctx)
+		defer held.Release()
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = bh.Execute(ctx, noop)
+		}
+	})
+	b.Run("failsafe-executor", func(b *testing.B) {
+		bh := fsbulkhead.New[any](1)
+		bh.TryAcquirePermit()
+		defer bh.ReleasePermit()
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = failsafe.With[any](bh).Run(fsNoop)
+		}
+	})
+	b.Run("failsafe-direct", func(b *testing.B) {
+		bh := fsbulkhead.New[any](1)
+		bh.TryAcquirePermit()
+		defer bh.ReleasePermit()
+		b.ReportAllocs()
+		for b.Loop() {
+			if bh.TryAcquirePermit() {
+				b.Fatal("admitted")
+			}
+		}
+	})
+}
+
+// BenchmarkBulkheadAdaptive: one call through an adaptive limiter with room.
+func BenchmarkBulkheadAdaptive(b *testing.B) {
+	ctx := context.Background()
+	b.Run("meshless-acquire-release", func(b *testing.B) {
+		bh := newMeshlessBulkhead(b, meshlessAdaptive)
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := bh.Acquire(ctx)
+			if err == nil {
+				p.Release()
+			}
+		}
+	})
+	b.Run("meshless-execute", func(b *testing.B) {
+		bh := newMeshlessBulkhead(b, meshlessAdaptive)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = bh.Execute(ctx, noop)
+		}
+	})
+	b.Run("failsafe-executor", func(b *testing.B) {
+		l := newFailsafeAdaptive()
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = failsafe.With[any](l).Run(fsNoop)
+		}
+	})
+	b.Run("failsafe-direct", func(b *testing.B) {
+		l := newFailsafeAdaptive()
+		b.ReportAllocs()
+		for b.Loop() {
+			if p, ok := l.TryAcquirePermit(); ok {
+				p.Record()
+			}
+		}
+	})
+}
+
+// BenchmarkBulkheadFailsafeAdapter: what bulkhead.FailsafePolicy costs, a
+// failsafe-go fallback around a no-op inside a resilience.Chain, against the
+// same fallback through failsafe-go alone.
+func BenchmarkBulkheadFailsafeAdapter(b *testing.B) {
+	ctx := context.Background()
+	fb := fallback.NewWithResult[any](nil)
+	b.Run("meshless-chain", func(b *testing.B) {
+		chain := resilience.NewChain(bulkhead.FailsafePolicy(fb))
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = chain.Execute(ctx, noop)
+		}
+	})
+	b.Run("failsafe-executor", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = failsafe.With[any](fb).WithContext(ctx).Run(fsNoop)
+		}
+	})
+}
