@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,8 +31,8 @@ const (
 // half-open probes, and the operational states of [Mode]. It is safe for
 // concurrent use.
 type Breaker struct {
-	cfg config
-	rec resilience.Recorder
+	conf atomic.Pointer[config] // replaced whole by Reconfigure
+	rec  resilience.Recorder
 	cur atomic.Pointer[period] // the current state and its data
 	mu  sync.Mutex             // serialises transitions and window updates
 }
@@ -71,7 +72,8 @@ func New(opts ...Option) (*Breaker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("circuitbreaker: %w", err)
 	}
-	b := &Breaker{cfg: cfg}
+	b := new(Breaker)
+	b.conf.Store(&cfg)
 	b.mu.Lock()
 	b.cur.Store(b.newPeriodLocked(modeState(cfg.mode), 0))
 	b.mu.Unlock()
@@ -95,8 +97,46 @@ func modeState(m Mode) State {
 	return StateClosed
 }
 
+func (b *Breaker) config() *config { return b.conf.Load() }
+
+// Reconfigure applies new options to a running breaker and keeps its state
+// and the calls in its window: thresholds, the minimum number of calls,
+// waits, probes, the classifier and the mode may change; the window's type
+// and size may not (that is a new breaker), nor the clock or observer. Each
+// option not given takes its default, as in New. A changed mode moves the
+// breaker to that mode's state; an unchanged one leaves the state alone.
+// The new thresholds apply from the next recorded call; a wait already
+// running (open, half-open) keeps its length.
+func (b *Breaker) Reconfigure(opts ...Option) error {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("circuitbreaker: %w", err)
+	}
+	b.mu.Lock()
+	old := b.config()
+	if cfg.windowType != old.windowType || cfg.windowSize != old.windowSize {
+		b.mu.Unlock()
+		return fmt.Errorf("circuitbreaker: Reconfigure: %w", &resilience.OptionError{
+			Option: "slidingWindowSize", Value: cfg.windowType.String() + " " + strconv.Itoa(cfg.windowSize),
+			Problem: "a running breaker keeps its window (" + old.windowType.String() + " " + strconv.Itoa(old.windowSize) + "); build a new breaker to change it",
+		})
+	}
+	cfg.clock, cfg.observer = old.clock, old.observer
+	b.conf.Store(&cfg)
+	b.mu.Unlock()
+	if cfg.mode != old.mode {
+		b.manual(modeState(cfg.mode))
+	}
+	return nil
+}
+
 // Name returns the breaker's name.
-func (b *Breaker) Name() string { return b.cfg.name }
+func (b *Breaker) Name() string { return b.config().name }
 
 // State returns the breaker's state now.
 func (b *Breaker) State() State { return b.cur.Load().state }
@@ -138,7 +178,7 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	p := b.cur.Load()
 	switch p.state {
 	case StateClosed, StateMetricsOnly:
-		return Permit{b: b, per: p, ctx: ctx, start: b.cfg.clock.Now()}, nil
+		return Permit{b: b, per: p, ctx: ctx, start: b.config().clock.Now()}, nil
 	case StateDisabled:
 		return Permit{}, nil
 	case StateHalfOpen:
@@ -171,7 +211,7 @@ func (b *Breaker) acquireProbe(ctx context.Context, p *period) (Permit, error) {
 	p.permits--
 	b.mu.Unlock()
 
-	pm := Permit{b: b, per: p, ctx: ctx, start: b.cfg.clock.Now(), probe: &probe{}}
+	pm := Permit{b: b, per: p, ctx: ctx, start: b.config().clock.Now(), probe: &probe{}}
 	pm.probe.stop = context.AfterFunc(ctx, func() {
 		if !pm.probe.settled.CompareAndSwap(false, true) {
 			return // reported already
@@ -217,13 +257,14 @@ func (b *Breaker) outcome(err error) resilience.Outcome {
 	case resilience.IsRejection(err):
 		return resilience.Ignored
 	}
-	return b.cfg.classify(err)
+	return b.config().classify(err)
 }
 
 func (b *Breaker) finish(ctx context.Context, p *period, pr *probe, start time.Time, o resilience.Outcome) {
-	now := b.cfg.clock.Now()
+	c := b.config()
+	now := c.clock.Now()
 	d := now.Sub(start)
-	slow := d > b.cfg.slowThreshold
+	slow := d > c.slowThreshold
 	if b.rec != nil {
 		b.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Outcome: o, Duration: d, Slow: slow})
 	}
@@ -244,7 +285,7 @@ func (b *Breaker) recordWindow(ctx context.Context, p *period, failed, slow bool
 	if b.cur.Load() == p {
 		n := p.win.record(failed, slow, now)
 		if p.state == StateClosed {
-			if reason, over := b.exceeded(n, int64(b.cfg.minCalls)); over {
+			if reason, over := b.exceeded(n, int64(b.config().minCalls)); over {
 				ev = b.transitionLocked(p, StateOpen, reason, 0)
 			}
 		}
@@ -262,7 +303,7 @@ func (b *Breaker) recordProbe(ctx context.Context, p *period, o resilience.Outco
 		p.permits++ // an ignored probe gives its place back
 	default:
 		p.probes.add(o == resilience.Failure, slow, 1)
-		if n := int64(b.cfg.halfOpenPermits); p.probes.calls >= n {
+		if n := int64(b.config().halfOpenPermits); p.probes.calls >= n {
 			if reason, over := b.exceeded(p.probes, n); over {
 				ev = b.transitionLocked(p, StateOpen, reason, p.reopens+1)
 			} else {
@@ -281,10 +322,10 @@ func (b *Breaker) exceeded(n counts, min int64) (resilience.Reason, bool) {
 	if n.calls == 0 || n.calls < min {
 		return resilience.ReasonNone, false
 	}
-	if float64(n.failures)*100/float64(n.calls) >= b.cfg.failureRate {
+	if float64(n.failures)*100/float64(n.calls) >= b.config().failureRate {
 		return resilience.ReasonFailureRate, true
 	}
-	if float64(n.slow)*100/float64(n.calls) >= b.cfg.slowRate {
+	if float64(n.slow)*100/float64(n.calls) >= b.config().slowRate {
 		return resilience.ReasonSlowCallRate, true
 	}
 	return resilience.ReasonNone, false
@@ -306,7 +347,7 @@ func (b *Breaker) transitionLocked(from *period, to State, reason resilience.Rea
 
 func (b *Breaker) newPeriodLocked(s State, reopens int) *period {
 	p := &period{state: s, reopens: reopens}
-	c := &b.cfg
+	c := b.config()
 	now := c.clock.Now()
 	switch s {
 	case StateClosed, StateMetricsOnly:
@@ -341,7 +382,7 @@ func (b *Breaker) expire(p *period, to State, reason resilience.Reason, reopens 
 // openWait is the wait before the next probe after reopens consecutive
 // re-opens: doubled for each, spread by the jitter, and never above the cap.
 func (b *Breaker) openWait(reopens int) time.Duration {
-	w, limit := b.cfg.openWait, b.cfg.maxOpenWait
+	w, limit := b.config().openWait, b.config().maxOpenWait
 	if limit > 0 {
 		for i := 0; i < reopens && w < limit; i++ {
 			if w > limit/2 {
@@ -351,7 +392,7 @@ func (b *Breaker) openWait(reopens int) time.Duration {
 			w *= 2
 		}
 	}
-	if j := b.cfg.openJitter; j > 0 {
+	if j := b.config().openJitter; j > 0 {
 		w = time.Duration(float64(w) * (1 + j*(2*rand.Float64()-1)))
 	}
 	if limit > 0 {

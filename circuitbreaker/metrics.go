@@ -52,9 +52,9 @@ func (b *Breaker) Metrics() Metrics {
 func (p *period) counts(b *Breaker) (counts, int64) {
 	switch p.state {
 	case StateClosed, StateMetricsOnly:
-		return p.win.snapshot(b.cfg.clock.Now()), int64(b.cfg.minCalls)
+		return p.win.snapshot(b.config().clock.Now()), int64(b.config().minCalls)
 	case StateHalfOpen:
-		return p.probes, int64(b.cfg.halfOpenPermits)
+		return p.probes, int64(b.config().halfOpenPermits)
 	case StateOpen:
 		return p.frozen, p.frozenMin
 	}

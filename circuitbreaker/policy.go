@@ -23,7 +23,7 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 		return b.executeSlow(ctx, fn)
 	}
 	// The closed path, without building a Permit.
-	start := b.cfg.clock.Now()
+	start := b.config().clock.Now()
 	done := false
 	defer func() {
 		if !done {
