@@ -1,0 +1,186 @@
+package resilience_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/resilience/resiliencetest"
+	"github.com/meshless/meshless/retry"
+	"github.com/meshless/meshless/timeout"
+)
+
+// defaultOrder builds the chain of docs/order.md:
+// overall timeout → retry → breaker → bulkhead → per-attempt timeout.
+func defaultOrder(t *testing.T, obs resilience.Observer) (resilience.Chain, *circuitbreaker.Breaker, *bulkhead.Bulkhead) {
+	t.Helper()
+	overall, err1 := timeout.New(10*time.Second, timeout.WithScope(timeout.Overall), timeout.WithObserver(obs))
+	rt, err2 := retry.New(retry.WithMaxAttempts(3), retry.WithJitter(0), retry.WithClock(resilience.PreciseClock), retry.WithObserver(obs))
+	cb, err3 := circuitbreaker.New(
+		circuitbreaker.WithName("dep"),
+		circuitbreaker.WithClock(resilience.PreciseClock),
+		circuitbreaker.WithSlidingWindowSize(4),
+		circuitbreaker.WithMinimumNumberOfCalls(4),
+		circuitbreaker.WithWaitDurationInOpenState(30*time.Second),
+		circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1),
+		circuitbreaker.WithObserver(obs),
+	)
+	bh, err4 := bulkhead.New(bulkhead.WithName("dep"), bulkhead.WithMaxConcurrentCalls(10), bulkhead.WithClock(resilience.PreciseClock), bulkhead.WithObserver(obs))
+	perAttempt, err5 := timeout.New(time.Second, timeout.WithObserver(obs))
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		t.Fatal(err)
+	}
+	return resilience.NewChain(overall, rt, cb, bh, perAttempt), cb, bh
+}
+
+// hungDependency hangs until its caller's context ends, or answers at once
+// once it is healthy again.
+type hungDependency struct {
+	healthy atomic.Bool
+	calls   atomic.Int32
+}
+
+func (d *hungDependency) call(ctx context.Context) error {
+	d.calls.Add(1)
+	if d.healthy.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestDefaultOrderReproducesTheHungDependencyScenario is the scenario of
+// docs/order.md: a dependency that hangs is cut by the per-attempt timeout,
+// the breaker opens, later calls fail fast without touching the dependency,
+// and after the open wait a probe closes the breaker again.
+func TestDefaultOrderReproducesTheHungDependencyScenario(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := new(resiliencetest.Observer)
+		chain, cb, bh := defaultOrder(t, obs)
+		dep := new(hungDependency)
+		ctx := t.Context()
+
+		// Call 1: three attempts, each cut at 1s, with 100ms and 200ms
+		// backoffs between them.
+		start := time.Now()
+		err := chain.Execute(ctx, dep.call)
+		if !errors.Is(err, timeout.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call 1 = %v, want the attempt timeout", err)
+		}
+		if d := time.Since(start); d != 3300*time.Millisecond || dep.calls.Load() != 3 {
+			t.Fatalf("call 1 took %v and %d attempts, want 3.3s and 3", d, dep.calls.Load())
+		}
+		if cb.State() != circuitbreaker.StateClosed || bh.Active() != 0 {
+			t.Fatalf("after call 1: breaker %v, %d permits held; want CLOSED, 0", cb.State(), bh.Active())
+		}
+
+		// Call 2: its first attempt is the fourth failure and opens the
+		// breaker; the retry's next attempt is rejected, which ends it.
+		start = time.Now()
+		err = chain.Execute(ctx, dep.call)
+		if !errors.Is(err, circuitbreaker.ErrOpen) || cb.State() != circuitbreaker.StateOpen {
+			t.Fatalf("call 2 = %v in state %v, want the breaker's rejection", err, cb.State())
+		}
+		if d := time.Since(start); d != 1100*time.Millisecond || dep.calls.Load() != 4 {
+			t.Fatalf("call 2 took %v and reached the dependency %d times in all, want 1.1s and 4", d, dep.calls.Load())
+		}
+
+		// Calls 3..102 fail fast: no time passes, the dependency sees none.
+		start = time.Now()
+		for range 100 {
+			if err := chain.Execute(ctx, dep.call); !errors.Is(err, circuitbreaker.ErrOpen) {
+				t.Fatalf("a call while open = %v, want a rejection", err)
+			}
+		}
+		if d := time.Since(start); d != 0 || dep.calls.Load() != 4 || bh.Active() != 0 {
+			t.Fatalf("100 calls while open took %v, reached the dependency %d times; want no time and no call", d, dep.calls.Load()-4)
+		}
+
+		// The dependency recovers; after the open wait one probe closes the
+		// breaker.
+		dep.healthy.Store(true)
+		time.Sleep(30 * time.Second)
+		if cb.State() != circuitbreaker.StateHalfOpen {
+			t.Fatalf("after the open wait: %v, want HALF_OPEN", cb.State())
+		}
+		if err := chain.Execute(ctx, dep.call); err != nil {
+			t.Fatalf("the probe = %v, want success", err)
+		}
+		if cb.State() != circuitbreaker.StateClosed || dep.calls.Load() != 5 {
+			t.Fatalf("after the probe: %v with %d calls, want CLOSED and 5", cb.State(), dep.calls.Load())
+		}
+
+		var trans []string
+		for _, e := range obs.Events(resilience.EventTransition) {
+			trans = append(trans, e.From.String()+"->"+e.To.String())
+		}
+		if want := []string{"CLOSED->OPEN", "OPEN->HALF_OPEN", "HALF_OPEN->CLOSED"}; !slices.Equal(trans, want) {
+			t.Fatalf("transitions = %v, want %v", trans, want)
+		}
+	})
+}
+
+// TestDefaultOrderEventSequence records the order in which the policies see
+// one call that fails once and then succeeds.
+func TestDefaultOrderEventSequence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := new(resiliencetest.Observer)
+		chain, _, _ := defaultOrder(t, obs)
+		calls := 0
+		_ = chain.Execute(t.Context(), func(context.Context) error {
+			if calls++; calls == 1 {
+				return errors.New("unavailable")
+			}
+			return nil
+		})
+		var got []string
+		for _, r := range obs.Recorded() {
+			s := r.Source.Kind.String()
+			if r.Source.Scope != "" {
+				s += "/" + r.Source.Scope
+			}
+			got = append(got, s+":"+r.Event.Type.String())
+		}
+		want := []string{
+			"bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry",
+			"bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry_done",
+			"timeout/overall:call",
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("events:\n%v\nwant:\n%v", got, want)
+		}
+	})
+}
+
+// TestBulkheadRejectionDoesNotCountInTheBreakerAndIsNotRetried: a full
+// bulkhead is a local event.
+func TestBulkheadRejectionDoesNotCountInTheBreakerAndIsNotRetried(t *testing.T) {
+	cb, _ := circuitbreaker.New(circuitbreaker.WithSlidingWindowSize(2), circuitbreaker.WithMinimumNumberOfCalls(1))
+	bh, _ := bulkhead.New(bulkhead.WithMaxConcurrentCalls(1))
+	rt, _ := retry.New(retry.WithRetryable(func(error) bool { return true }))
+	chain := resilience.NewChain(rt, cb, bh)
+	hold := make(chan struct{})
+	inside := make(chan struct{})
+	go func() {
+		_ = chain.Execute(context.Background(), func(context.Context) error { close(inside); <-hold; return nil })
+	}()
+	<-inside
+	calls := 0
+	for range 10 {
+		err := chain.Execute(context.Background(), func(context.Context) error { calls++; return nil })
+		if !errors.Is(err, bulkhead.ErrFull) {
+			t.Fatalf("call past the bulkhead = %v, want ErrFull", err)
+		}
+	}
+	close(hold)
+	if m := cb.Metrics(); calls != 0 || m.Calls != 0 || cb.State() != circuitbreaker.StateClosed {
+		t.Fatalf("calls %d, breaker %+v: rejections reached the call or the window", calls, m)
+	}
+}
