@@ -25,11 +25,7 @@ type Bulkhead struct {
 	fixed    fsbulkhead.Bulkhead[any]
 	adaptive adaptivelimiter.AdaptiveLimiter[any]
 
-	// active has a cache line of its own: every call writes it, and the
-	// fields around it are read by every call on every core.
-	_      [64]byte
-	active atomic.Int64
-	_      [56]byte
+	active atomic.Int64 // calls holding a permit
 	// full is the rejection of a call that found every permit taken, shared
 	// by every such rejection; an adaptive bulkhead replaces it when its
 	// limit has moved.
