@@ -249,11 +249,14 @@ const (
 	ReasonPushback
 	// ReasonThrottled: retry throttling is holding retries back.
 	ReasonThrottled
+	// ReasonCommitted: the call had already delivered responses (a stream),
+	// so it could not be replayed.
+	ReasonCommitted
 )
 
 var reasonNames = [...]string{
 	"none", "failure_rate", "slow_call_rate", "wait_elapsed", "probes_succeeded", "half_open_timeout", "manual",
-	"max_attempts", "not_retryable", "rejected", "context_done", "deadline", "pushback", "throttled",
+	"max_attempts", "not_retryable", "rejected", "context_done", "deadline", "pushback", "throttled", "committed",
 }
 
 // String returns the reason's name, e.g. "failure_rate".

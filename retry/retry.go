@@ -60,33 +60,120 @@ func (r *Retry) Apply(ctx context.Context, next resilience.Next) error {
 // attempt's error unchanged. When the first attempt succeeds it allocates
 // nothing.
 func (r *Retry) Execute(ctx context.Context, fn func(context.Context) error) error {
-	c := &r.cfg
-	sincePushback := 0 // retries since the last pushback: the backoff exponent
-	for attempt := 1; ; attempt++ {
+	a := r.Begin(ctx)
+	for {
 		err := fn(ctx)
-		if r.rec != nil {
-			r.rec.Record(ctx, resilience.Event{Type: resilience.EventAttempt, Attempt: attempt, Err: err, Outcome: c.classify(err)})
-		}
-		if err == nil {
-			if c.throttle != nil {
-				c.throttle.success()
-			}
-			r.done(ctx, attempt, nil, resilience.ReasonNone)
-			return nil
-		}
-		reason, wait := r.next(ctx, attempt, err, &sincePushback)
-		if reason != resilience.ReasonNone {
-			r.done(ctx, attempt, err, reason)
-			return err
-		}
-		if r.rec != nil {
-			r.rec.Record(ctx, resilience.Event{Type: resilience.EventRetry, Attempt: attempt + 1, Backoff: wait, Err: err})
-		}
-		if !r.sleep(ctx, wait) {
-			r.done(ctx, attempt, err, resilience.ReasonContextDone)
+		wait, again := a.Next(err)
+		if !again || !a.Wait(wait) {
 			return err
 		}
 	}
+}
+
+// Attempts is the retry state of one logical call, for callers that cannot
+// hand the policy a function to call again, such as a gRPC stream that
+// decides to retry inside RecvMsg. Begin it, report each attempt's result to
+// Next, and Wait out the backoff it returns before the next attempt:
+//
+//	a := r.Begin(ctx)
+//	for {
+//		err := attempt(ctx)
+//		wait, again := a.Next(err)
+//		if !again || !a.Wait(wait) {
+//			return err
+//		}
+//	}
+//
+// An Attempts is a value used by one goroutine at a time.
+type Attempts struct {
+	r             *Retry
+	ctx           context.Context
+	n             int // attempts made
+	sincePushback int // retries since the last pushback: the backoff exponent
+	lastErr       error
+	over          bool
+}
+
+// Begin starts a logical call.
+func (r *Retry) Begin(ctx context.Context) Attempts { return Attempts{r: r, ctx: ctx} }
+
+// Attempt returns the number of attempts reported so far.
+func (a *Attempts) Attempt() int { return a.n }
+
+// Next reports the result of the attempt just made. It returns true and the
+// wait before the next attempt when the policy retries; false when the call
+// is over (it is then reported to the observer as done).
+func (a *Attempts) Next(err error) (time.Duration, bool) {
+	r, c := a.r, &a.r.cfg
+	if a.over {
+		return 0, false
+	}
+	a.n++
+	a.lastErr = err
+	if r.rec != nil {
+		r.rec.Record(a.ctx, resilience.Event{Type: resilience.EventAttempt, Attempt: a.n, Err: err, Outcome: c.classify(err)})
+	}
+	if err == nil {
+		if c.throttle != nil {
+			c.throttle.success()
+		}
+		a.finish(nil, resilience.ReasonNone)
+		return 0, false
+	}
+	reason, wait := r.next(a.ctx, a.n, err, &a.sincePushback)
+	if reason != resilience.ReasonNone {
+		a.finish(err, reason)
+		return 0, false
+	}
+	if r.rec != nil {
+		r.rec.Record(a.ctx, resilience.Event{Type: resilience.EventRetry, Attempt: a.n + 1, Backoff: wait, Err: err})
+	}
+	return wait, true
+}
+
+// Done reports the result of an attempt that cannot be retried whatever it
+// says (a stream that has delivered responses) and ends the call. The
+// throttle still counts it: a retryable failure takes a token, a success
+// gives some back.
+func (a *Attempts) Done(err error) {
+	r, c := a.r, &a.r.cfg
+	if a.over {
+		return
+	}
+	a.n++
+	a.lastErr = err
+	if r.rec != nil {
+		r.rec.Record(a.ctx, resilience.Event{Type: resilience.EventAttempt, Attempt: a.n, Err: err, Outcome: c.classify(err)})
+	}
+	switch {
+	case err == nil:
+		if c.throttle != nil {
+			c.throttle.success()
+		}
+		a.finish(nil, resilience.ReasonNone)
+	case resilience.IsRejection(err) || a.ctx.Err() != nil || !c.retryable(err):
+		a.finish(err, resilience.ReasonNotRetryable)
+	default:
+		if c.throttle != nil {
+			c.throttle.failure()
+		}
+		a.finish(err, resilience.ReasonCommitted)
+	}
+}
+
+// Wait sleeps d on the policy's clock. It returns false, and reports the call
+// over, if the context ends first.
+func (a *Attempts) Wait(d time.Duration) bool {
+	if a.r.sleep(a.ctx, d) {
+		return true
+	}
+	a.finish(a.lastErr, resilience.ReasonContextDone)
+	return false
+}
+
+func (a *Attempts) finish(err error, reason resilience.Reason) {
+	a.over = true
+	a.r.done(a.ctx, a.n, err, reason)
 }
 
 // next decides whether to retry after attempt failed with err: it returns

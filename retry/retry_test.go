@@ -380,3 +380,24 @@ func TestFirstAttemptSuccessDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+func TestAttemptsDoneEndsTheCallWithoutRetry(t *testing.T) {
+	obs := new(resiliencetest.Observer)
+	th, _ := retry.NewThrottle(10, 0.1)
+	r := newRetry(t, retry.WithObserver(obs), retry.WithThrottle(th))
+	a := r.Begin(t.Context())
+	if _, again := a.Next(errUnavailable); !again {
+		t.Fatal("a first retryable failure is not retried")
+	}
+	a.Done(errUnavailable) // the stream had delivered responses
+	if _, again := a.Next(errUnavailable); again {
+		t.Fatal("Next after Done offers a retry")
+	}
+	d := obs.Events(resilience.EventRetryDone)
+	if len(d) != 1 || d[0].Attempt != 2 || d[0].Reason != resilience.ReasonCommitted {
+		t.Fatalf("done events %+v, want one, after 2 attempts, committed", d)
+	}
+	if th.Tokens() != 8 {
+		t.Fatalf("tokens = %v, want 8: both retryable failures take one", th.Tokens())
+	}
+}
