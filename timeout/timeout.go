@@ -127,7 +127,12 @@ func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) e
 	}
 	tctx, cancel := context.WithDeadline(ctx, deadline)
 	err := fn(tctx)
-	ours := err != nil && tctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	// The deadline is ours when the call failed once it had passed and the
+	// caller's context is still live. The context's own error may not be set
+	// yet: a gRPC server enforces the same deadline (sent as grpc-timeout)
+	// and its DEADLINE_EXCEEDED can arrive before the client's timer fires.
+	ours := err != nil && ctx.Err() == nil &&
+		(tctx.Err() == context.DeadlineExceeded || !time.Now().Before(deadline))
 	cancel()
 	t.report(ctx, start, ours)
 	if ours {

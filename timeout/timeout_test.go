@@ -170,3 +170,22 @@ func TestInvalidOptions(t *testing.T) {
 		t.Fatal("not an OptionError")
 	}
 }
+
+// TestFailureAtTheDeadlineIsOursBeforeTheContextNotices: a gRPC server
+// enforces the same deadline, and its DEADLINE_EXCEEDED can come back before
+// the client's context timer has fired. It is still the timeout's doing.
+func TestFailureAtTheDeadlineIsOursBeforeTheContextNotices(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		to, _ := timeout.New(time.Second)
+		serverSays := errors.New("rpc error: code = DeadlineExceeded")
+		for range 20 {
+			err := to.Execute(t.Context(), func(ctx context.Context) error {
+				time.Sleep(time.Second) // wakes at the deadline, racing the context's timer
+				return serverSays
+			})
+			if !errors.Is(err, timeout.ErrTimeout) || !errors.Is(err, serverSays) {
+				t.Fatalf("err = %v, want the timeout's error wrapping the server's", err)
+			}
+		}
+	})
+}
