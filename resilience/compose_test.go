@@ -184,3 +184,38 @@ func TestBulkheadRejectionDoesNotCountInTheBreakerAndIsNotRetried(t *testing.T) 
 		t.Fatalf("calls %d, breaker %+v: rejections reached the call or the window", calls, m)
 	}
 }
+
+// TestChainAllocatesOnlyTheTimeoutsContext: retry, breaker and bulkhead
+// allocate nothing on a successful call; the only allocations of the full
+// chain are those of the per-attempt timeout's context.WithDeadline, and
+// none at all when the caller's deadline comes first.
+func TestChainAllocatesOnlyTheTimeoutsContext(t *testing.T) {
+	ctx := context.Background()
+	ok := func(context.Context) error { return nil }
+	rt, _ := retry.New()
+	cb, _ := circuitbreaker.New()
+	bh, _ := bulkhead.New()
+	to, _ := timeout.New(time.Minute)
+
+	deadline := testing.AllocsPerRun(1000, func() {
+		c, cancel := context.WithTimeout(ctx, time.Minute)
+		_ = c
+		cancel()
+	})
+	chain := resilience.NewChain(rt, cb, bh, to)
+	full := testing.AllocsPerRun(1000, func() { _ = chain.Execute(ctx, ok) })
+	if full > deadline {
+		t.Fatalf("the 4-policy chain allocates %v times, more than context.WithDeadline's %v", full, deadline)
+	}
+	t.Logf("4-policy chain: %v allocations, all context.WithDeadline's (%v)", full, deadline)
+
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if n := testing.AllocsPerRun(1000, func() { _ = chain.Execute(short, ok) }); n != 0 {
+		t.Fatalf("under an earlier caller deadline the chain allocates %v times, want 0", n)
+	}
+	three := resilience.NewChain(rt, cb, bh)
+	if n := testing.AllocsPerRun(1000, func() { _ = three.Execute(ctx, ok) }); n != 0 {
+		t.Fatalf("retry + breaker + bulkhead allocate %v times, want 0", n)
+	}
+}
