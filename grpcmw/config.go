@@ -1,0 +1,190 @@
+package grpcmw
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Config is one client's resilience configuration: the YAML document of
+// docs/grpc.md. Every field is optional; a nil field inherits from the level
+// above (method → service → defaults → built-in defaults). Build one with
+// [ParseConfig] or [LoadConfig], or in Go; [New] validates it either way.
+type Config struct {
+	Defaults        Policies            `yaml:"defaults,omitempty"`
+	RetryThrottling *RetryThrottling    `yaml:"retryThrottling,omitempty"`
+	Services        map[string]*Service `yaml:"services,omitempty"`
+	// OutlierDetection is reserved: per-endpoint ejection arrives in a later
+	// release, and until then a configuration that sets it is refused.
+	OutlierDetection *OutlierDetection `yaml:"outlierDetection,omitempty"`
+}
+
+// Service configures one gRPC service, by its full name
+// ("payment.PaymentService"), and its methods by their short names
+// ("Charge").
+type Service struct {
+	Policies `yaml:",inline"`
+	Methods  map[string]*Policies `yaml:"methods,omitempty"`
+}
+
+// Policies is one level's settings for each policy.
+type Policies struct {
+	CircuitBreaker *CircuitBreaker `yaml:"circuitBreaker,omitempty"`
+	Retry          *Retry          `yaml:"retry,omitempty"`
+	Bulkhead       *Bulkhead       `yaml:"bulkhead,omitempty"`
+	Timeout        *Timeout        `yaml:"timeout,omitempty"`
+}
+
+// CircuitBreaker is the circuitBreaker section; see docs/circuitbreaker.md
+// for each key.
+type CircuitBreaker struct {
+	Enabled                               *bool     `yaml:"enabled,omitempty"`
+	KeyBy                                 *string   `yaml:"keyBy,omitempty"`
+	SlidingWindowType                     *string   `yaml:"slidingWindowType,omitempty"`
+	SlidingWindowSize                     *int      `yaml:"slidingWindowSize,omitempty"`
+	MinimumNumberOfCalls                  *int      `yaml:"minimumNumberOfCalls,omitempty"`
+	FailureRateThreshold                  *float64  `yaml:"failureRateThreshold,omitempty"`
+	SlowCallDurationThreshold             *Duration `yaml:"slowCallDurationThreshold,omitempty"`
+	SlowCallRateThreshold                 *float64  `yaml:"slowCallRateThreshold,omitempty"`
+	WaitDurationInOpenState               *Duration `yaml:"waitDurationInOpenState,omitempty"`
+	MaxWaitDurationInOpenState            *Duration `yaml:"maxWaitDurationInOpenState,omitempty"`
+	PermittedNumberOfCallsInHalfOpenState *int      `yaml:"permittedNumberOfCallsInHalfOpenState,omitempty"`
+	MaxWaitDurationInHalfOpenState        *Duration `yaml:"maxWaitDurationInHalfOpenState,omitempty"`
+	FailureStatusCodes                    Codes     `yaml:"failureStatusCodes,omitempty"`
+	IgnoredStatusCodes                    Codes     `yaml:"ignoredStatusCodes,omitempty"`
+	Mode                                  *string   `yaml:"mode,omitempty"`
+}
+
+// Retry is the retry section; see docs/retry.md.
+type Retry struct {
+	Enabled              *bool     `yaml:"enabled,omitempty"`
+	MaxAttempts          *int      `yaml:"maxAttempts,omitempty"`
+	InitialBackoff       *Duration `yaml:"initialBackoff,omitempty"`
+	MaxBackoff           *Duration `yaml:"maxBackoff,omitempty"`
+	BackoffMultiplier    *float64  `yaml:"backoffMultiplier,omitempty"`
+	Jitter               *float64  `yaml:"jitter,omitempty"`
+	RetryableStatusCodes Codes     `yaml:"retryableStatusCodes,omitempty"`
+}
+
+// Bulkhead is the bulkhead section; see docs/bulkhead.md.
+type Bulkhead struct {
+	Enabled            *bool     `yaml:"enabled,omitempty"`
+	MaxConcurrentCalls *int      `yaml:"maxConcurrentCalls,omitempty"`
+	MaxWaitDuration    *Duration `yaml:"maxWaitDuration,omitempty"`
+	Adaptive           *Adaptive `yaml:"adaptive,omitempty"`
+}
+
+// Adaptive replaces a bulkhead's fixed limit with an adaptive one.
+type Adaptive struct {
+	MinLimit     *int `yaml:"minLimit,omitempty"`
+	MaxLimit     *int `yaml:"maxLimit,omitempty"`
+	InitialLimit *int `yaml:"initialLimit,omitempty"`
+}
+
+// Timeout is the timeout section; see docs/timeout.md.
+type Timeout struct {
+	Enabled    *bool     `yaml:"enabled,omitempty"`
+	PerAttempt *Duration `yaml:"perAttempt,omitempty"`
+	Overall    *Duration `yaml:"overall,omitempty"`
+}
+
+// RetryThrottling is gRPC's retry throttling, per client.
+type RetryThrottling struct {
+	Enabled    *bool    `yaml:"enabled,omitempty"`
+	MaxTokens  *float64 `yaml:"maxTokens,omitempty"`
+	TokenRatio *float64 `yaml:"tokenRatio,omitempty"`
+}
+
+// OutlierDetection is reserved for per-endpoint ejection (a later release).
+type OutlierDetection struct {
+	Set bool `yaml:"-"` // the section was present
+}
+
+// MarshalYAML writes an empty section, so a round trip keeps refusing it.
+func (o *OutlierDetection) MarshalYAML() (any, error) { return map[string]any{}, nil }
+
+// Duration is a time.Duration written as a Go duration string ("100ms").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalYAML writes d as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Dur returns a pointer to d as a Duration, for building a [Config] in Go.
+func Dur(d time.Duration) *Duration { v := Duration(d); return &v }
+
+// Ptr returns a pointer to v, for building a [Config] in Go.
+func Ptr[T any](v T) *T { return &v }
+
+// Codes is a list of gRPC status codes, written by their canonical names.
+// A nil list inherits; an empty, non-nil list means "none".
+type Codes []codes.Code
+
+// IsZero reports whether the list is unset (nil), so that an explicit empty
+// list ("none") is written out and survives a round trip.
+func (cs Codes) IsZero() bool { return cs == nil }
+
+// MarshalYAML writes the codes' canonical names.
+func (cs Codes) MarshalYAML() (any, error) {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = codeName(c)
+	}
+	return names, nil
+}
+
+func (cs Codes) has(c codes.Code) bool {
+	for _, x := range cs {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+var codeNames = [...]string{
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+	"ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+	"UNAUTHENTICATED",
+}
+
+// codeName returns the canonical name of c ("UNAVAILABLE").
+func codeName(c codes.Code) string {
+	if int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return "CODE_" + strconv.Itoa(int(c))
+}
+
+// parseCode reads a canonical name (any case) or a number 0–16.
+func parseCode(s string) (codes.Code, bool) {
+	for i, n := range codeNames {
+		if strings.EqualFold(s, n) {
+			return codes.Code(i), true
+		}
+	}
+	if n, err := strconv.Atoi(s); err == nil && n >= 0 && n < len(codeNames) {
+		return codes.Code(n), true
+	}
+	return 0, false
+}
+
+// LoadConfig reads and parses the configuration file at path.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("grpcmw: %w", err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,332 @@
+package grpcmw
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// builtin holds the documented defaults of every key (CONFIG.md).
+func builtin() Policies {
+	return Policies{
+		CircuitBreaker: &CircuitBreaker{
+			Enabled:                               Ptr(true),
+			KeyBy:                                 Ptr(KeyByService),
+			SlidingWindowType:                     Ptr("COUNT_BASED"),
+			SlidingWindowSize:                     Ptr(100),
+			MinimumNumberOfCalls:                  Ptr(20),
+			FailureRateThreshold:                  Ptr(50.0),
+			SlowCallDurationThreshold:             Dur(2 * time.Second),
+			SlowCallRateThreshold:                 Ptr(100.0),
+			WaitDurationInOpenState:               Dur(30 * time.Second),
+			MaxWaitDurationInOpenState:            Dur(5 * time.Minute),
+			PermittedNumberOfCallsInHalfOpenState: Ptr(2),
+			MaxWaitDurationInHalfOpenState:        Dur(0),
+			FailureStatusCodes:                    Codes{codes.Unavailable, codes.Internal, codes.Unknown, codes.DeadlineExceeded, codes.DataLoss},
+			IgnoredStatusCodes:                    Codes{codes.Canceled},
+			Mode:                                  Ptr("NORMAL"),
+		},
+		Retry: &Retry{
+			Enabled:              Ptr(true),
+			MaxAttempts:          Ptr(3),
+			InitialBackoff:       Dur(100 * time.Millisecond),
+			MaxBackoff:           Dur(2 * time.Second),
+			BackoffMultiplier:    Ptr(2.0),
+			Jitter:               Ptr(0.2),
+			RetryableStatusCodes: Codes{codes.Unavailable},
+		},
+		Bulkhead: &Bulkhead{
+			Enabled:            Ptr(true),
+			MaxConcurrentCalls: Ptr(100),
+			MaxWaitDuration:    Dur(0),
+		},
+		Timeout: &Timeout{
+			Enabled:    Ptr(true),
+			PerAttempt: Dur(time.Second),
+			Overall:    Dur(3 * time.Second),
+		},
+	}
+}
+
+// The values of circuitBreaker.keyBy.
+const (
+	KeyByService = "service"
+	KeyByMethod  = "method"
+)
+
+// level is one place settings are written: defaults, a service, a method.
+type level struct {
+	path string
+	p    *Policies
+}
+
+// resolve merges levels field by field, the last one winning, over the
+// built-in defaults.
+func resolve(levels ...level) Policies {
+	out := builtin()
+	for _, l := range levels {
+		if l.p != nil {
+			mergeInto(reflect.ValueOf(&out).Elem(), reflect.ValueOf(l.p).Elem())
+		}
+	}
+	return out
+}
+
+// mergeInto copies every set (non-nil) field of src over dst, descending
+// into structs.
+func mergeInto(dst, src reflect.Value) {
+	for i := range src.NumField() {
+		s, d := src.Field(i), dst.Field(i)
+		switch {
+		case s.Kind() == reflect.Pointer && s.Type().Elem().Kind() == reflect.Struct && s.Type().Elem() != durationType:
+			if s.IsNil() {
+				continue
+			}
+			if d.IsNil() {
+				d.Set(reflect.New(s.Type().Elem()))
+			}
+			mergeInto(d.Elem(), s.Elem())
+		case s.Kind() == reflect.Pointer || s.Kind() == reflect.Slice:
+			if !s.IsNil() {
+				d.Set(s)
+			}
+		}
+	}
+}
+
+// setAt returns the path of the most specific level that sets
+// section.key, or fallback.
+func setAt(levels []level, section, key, fallback string) string {
+	for i := len(levels) - 1; i >= 0; i-- {
+		if levels[i].p != nil && isSet(levels[i].p, section, key) {
+			return levels[i].path + "." + section + "." + key
+		}
+	}
+	return fallback + "." + section + "." + key
+}
+
+func isSet(p *Policies, section, key string) bool {
+	s, ok := fieldsOf(reflect.ValueOf(p).Elem())[section]
+	if !ok || s.IsNil() {
+		return false
+	}
+	first, rest, nested := strings.Cut(key, ".")
+	f, ok := fieldsOf(s.Elem())[first]
+	if !ok || f.IsNil() {
+		return false
+	}
+	if nested {
+		g, ok := fieldsOf(f.Elem())[rest]
+		return ok && !g.IsNil()
+	}
+	return true
+}
+
+// Validate checks the whole configuration, every level as it resolves, and
+// returns every problem found, each naming its path. [ParseConfig] and [New]
+// call it.
+func (c *Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("grpcmw: config: %w", err)
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	seen := map[string]bool{}
+	add := func(path, problem string) {
+		e := &PathError{Path: path, Problem: problem}
+		if !seen[e.Error()] {
+			seen[e.Error()] = true
+			errs = append(errs, e)
+		}
+	}
+	if c.OutlierDetection != nil {
+		add("outlierDetection", "per-endpoint outlier ejection is not available in this release; remove the section")
+	}
+	if t := c.RetryThrottling; t != nil {
+		if _, _, err := throttleOf(t); err != nil {
+			var oe *resilience.OptionError
+			for _, e := range unjoin(err) {
+				if errors.As(e, &oe) {
+					add("retryThrottling."+oe.Option, oe.Problem+", got "+fmt.Sprint(oe.Value))
+				}
+			}
+		}
+	}
+	defaults := level{path: "defaults", p: &c.Defaults}
+	if kb := c.Defaults.CircuitBreaker; kb != nil && kb.KeyBy != nil {
+		checkKeyBy(*kb.KeyBy, "defaults.circuitBreaker.keyBy", add)
+	}
+	checkLevel([]level{defaults}, "defaults", add)
+	for _, name := range sortedNames(c.Services) {
+		svc := c.Services[name]
+		spath := join("services", name)
+		if strings.ContainsAny(name, "/ ") || strings.HasPrefix(name, ".") {
+			add(spath, "want a full service name such as payment.PaymentService")
+		}
+		if svc == nil {
+			continue
+		}
+		sl := []level{defaults, {path: spath, p: &svc.Policies}}
+		if kb := svc.CircuitBreaker; kb != nil && kb.KeyBy != nil {
+			checkKeyBy(*kb.KeyBy, spath+".circuitBreaker.keyBy", add)
+		}
+		checkLevel(sl, spath, add)
+		keyBy := *resolve(sl...).CircuitBreaker.KeyBy
+		for _, m := range sortedNames(svc.Methods) {
+			mp := svc.Methods[m]
+			mpath := join(spath+".methods", m)
+			if strings.ContainsAny(m, "/. ") {
+				add(mpath, "want a method name such as Charge")
+			}
+			if mp == nil {
+				continue
+			}
+			checkMethodLevel(mp, mpath, keyBy, add)
+			checkLevel(append(sl, level{path: mpath, p: mp}), mpath, add)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkKeyBy(v, path string, add func(path, problem string)) {
+	if v != KeyByService && v != KeyByMethod {
+		add(path, fmt.Sprintf("must be service or method, got %q", v))
+	}
+}
+
+// checkMethodLevel refuses what a method may not set: keyBy, and with
+// keyBy: service anything of the shared breaker and bulkhead but
+// classification.
+func checkMethodLevel(p *Policies, path string, keyBy string, add func(path, problem string)) {
+	if cb := p.CircuitBreaker; cb != nil {
+		for _, k := range setKeys(cb) {
+			switch {
+			case k == "keyBy":
+				add(path+".circuitBreaker.keyBy", "is set per service, not per method")
+			case keyBy == KeyByService && k != "failureStatusCodes" && k != "ignoredStatusCodes":
+				add(path+".circuitBreaker."+k, "with keyBy: service one breaker serves the whole service; a method may only set failureStatusCodes and ignoredStatusCodes (or use keyBy: method)")
+			}
+		}
+	}
+	if bh := p.Bulkhead; bh != nil && keyBy == KeyByService {
+		for _, k := range setKeys(bh) {
+			add(path+".bulkhead."+k, "with keyBy: service one bulkhead serves the whole service; set it on the service (or use keyBy: method)")
+		}
+	}
+}
+
+// setKeys lists the YAML keys a section sets.
+func setKeys(section any) []string {
+	var out []string
+	for k, f := range fieldsOf(reflect.ValueOf(section).Elem()) {
+		if !f.IsNil() {
+			out = append(out, k)
+		}
+	}
+	sortStrings(out)
+	return out
+}
+
+// checkLevel resolves levels and checks the result by building each policy,
+// reporting each problem at the level that set the key.
+func checkLevel(levels []level, here string, add func(path, problem string)) {
+	eff := resolve(levels...)
+	report := func(section string, err error) {
+		for _, e := range unjoin(err) {
+			var oe *resilience.OptionError
+			var pe *PathError
+			switch {
+			case errors.As(e, &pe):
+				add(setAt(levels, section, pe.Path, here), pe.Problem)
+			case errors.As(e, &oe):
+				add(setAt(levels, section, oe.Option, here), oe.Problem+", got "+formatValue(oe.Value))
+			default:
+				add(here+"."+section, e.Error())
+			}
+		}
+	}
+	if _, err := breakerOptions(eff.CircuitBreaker, ""); err != nil {
+		report("circuitBreaker", err)
+	}
+	if err := checkBreakerCodes(eff.CircuitBreaker); err != nil {
+		report("circuitBreaker", err)
+	}
+	if _, err := retryOptions(eff.Retry); err != nil {
+		report("retry", err)
+	}
+	if _, err := bulkheadOptions(eff.Bulkhead, ""); err != nil {
+		report("bulkhead", err)
+	}
+	if err := checkTimeouts(eff.Timeout); err != nil {
+		report("timeout", err)
+	}
+}
+
+func checkBreakerCodes(cb *CircuitBreaker) error {
+	var errs []error
+	for _, c := range cb.FailureStatusCodes {
+		if c == codes.OK {
+			errs = append(errs, &PathError{Path: "failureStatusCodes", Problem: "OK cannot be a failure"})
+		}
+		if cb.IgnoredStatusCodes.has(c) {
+			errs = append(errs, &PathError{Path: "ignoredStatusCodes", Problem: codeName(c) + " is also in failureStatusCodes; a code is a failure or ignored, not both"})
+		}
+	}
+	if cb.IgnoredStatusCodes.has(codes.OK) {
+		errs = append(errs, &PathError{Path: "ignoredStatusCodes", Problem: "OK cannot be ignored"})
+	}
+	return errors.Join(errs...)
+}
+
+func checkTimeouts(t *Timeout) error {
+	var errs []error
+	if t.PerAttempt.D() < 0 {
+		errs = append(errs, &PathError{Path: "perAttempt", Problem: "must not be negative (0 means none), got " + t.PerAttempt.D().String()})
+	}
+	if t.Overall.D() < 0 {
+		errs = append(errs, &PathError{Path: "overall", Problem: "must not be negative (0 means none), got " + t.Overall.D().String()})
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin flattens errors.Join and %w wrapping into the joined errors.
+func unjoin(err error) []error {
+	for {
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			var out []error
+			for _, e := range u.Unwrap() {
+				out = append(out, unjoin(e)...)
+			}
+			return out
+		case interface{ Unwrap() error }:
+			if _, ok := err.(*resilience.OptionError); ok {
+				return []error{err}
+			}
+			if next := u.Unwrap(); next != nil {
+				err = next
+				continue
+			}
+		}
+		return []error{err}
+	}
+}
+
+func formatValue(v any) string {
+	if d, ok := v.(time.Duration); ok {
+		return d.String()
+	}
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprint(v)
+}
