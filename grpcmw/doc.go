@@ -1,10 +1,61 @@
 // Package grpcmw turns one YAML file into a gRPC client's resilience:
 // circuit breakers, retries, bulkheads and timeouts, per service and per
-// method, as unary and stream client interceptors.
+// method, as unary and stream client interceptors, plus server-side load
+// shedding.
 //
-//	cfg, err := grpcmw.LoadConfig("resilience.yaml")
-//	...
+//	cfg, err := grpcmw.LoadConfig("payments-client.yaml")
+//	if err != nil {
+//		return err // every problem, each with its path: services."payment.PaymentService".retry.maxAttempts: ...
+//	}
+//	chain, err := grpcmw.New(cfg, grpcmw.WithObserver(obs))
+//	if err != nil {
+//		return err
+//	}
+//	conn, err := grpc.NewClient(target, append(chain.DialOptions(), creds)...)
 //
-// This release reads and validates the configuration; the interceptors
-// follow.
+// # The order
+//
+// Every call runs its method's policies in one fixed order, outer to inner:
+//
+//	overall timeout → retry → circuit breaker → bulkhead → per-attempt timeout → the call
+//
+//   - Retry is outside the breaker: each attempt is one breaker call, and an
+//     open breaker ends the retries at once (a rejection is never retried).
+//   - The bulkhead is inside the breaker: an open breaker rejects before a
+//     permit is taken, and a full bulkhead is a local event the breaker
+//     ignores.
+//   - The per-attempt timeout is innermost: a timed-out attempt gives its
+//     bulkhead permit back and counts as a breaker failure.
+//   - The overall timeout bounds all attempts and backoffs; a backoff that
+//     would not end before it is not slept.
+//
+// TestTheOrderOfEvents records the events of a retried call to show it.
+// docs/order.md explains each choice.
+//
+// # Classification
+//
+// Each attempt's status becomes an outcome for the breaker: the codes of
+// failureStatusCodes (UNAVAILABLE, INTERNAL, UNKNOWN, DEADLINE_EXCEEDED,
+// DATA_LOSS by default) and any error that is not a status are failures;
+// ignoredStatusCodes (CANCELLED) and local rejections are ignored; every other
+// code (NOT_FOUND, INVALID_ARGUMENT, …) is a success, a healthy backend saying
+// no. The caller always gets the backend's error unchanged.
+//
+// # Rejections on the wire
+//
+// A call the breaker refuses fails with UNAVAILABLE and a
+// google.rpc.ErrorInfo whose reason is CIRCUIT_OPEN (metadata: name,
+// state); a call the bulkhead refuses, with RESOURCE_EXHAUSTED and
+// BULKHEAD_FULL. The error also matches circuitbreaker.ErrOpen or
+// bulkhead.ErrFull with errors.Is ([RejectionError]). No meshless client
+// retries either reason, also when a downstream service passes it on
+// unchanged ([RejectionReason]); the relayed CIRCUIT_OPEN still counts as a
+// failure of the service that relayed it.
+//
+// # Streams
+//
+// See [Chain.StreamClientInterceptor]: a stream is admitted at creation, its
+// final status is its outcome, its permits come back however it ends, and a
+// server-streaming call is retried, replaying its request, only while no
+// response has reached the caller.
 package grpcmw

@@ -1,0 +1,444 @@
+package grpcmw
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/retry"
+	"github.com/meshless/meshless/timeout"
+)
+
+// Chain is one client's resilience: for each method it calls, the policies
+// its configuration resolves to, run in the fixed order of doc.go. Build it
+// with [New] and install its interceptors on the client's connection. A
+// Chain is safe for concurrent use.
+type Chain struct {
+	opts  options
+	mu    sync.Mutex // serialises Reload and the first call of a method
+	state atomic.Pointer[state]
+}
+
+// state is one configuration's resolved policies. Reload replaces it whole.
+type state struct {
+	cfg      *Config
+	throttle *retry.Throttle
+	methods  atomic.Pointer[map[string]*method] // copy on write, under Chain.mu
+	// breakers and bulkheads by key ("pkg.Svc" or "pkg.Svc/Method"), under
+	// Chain.mu.
+	breakers  map[string]*breakerEntry
+	bulkheads map[string]*bulkheadEntry
+}
+
+type breakerEntry struct {
+	b    *circuitbreaker.Breaker
+	sig  string // the configuration it was built from
+	rej  rejectionCache
+	kept bool // carried over by Reload
+}
+
+type bulkheadEntry struct {
+	b   *bulkhead.Bulkhead
+	sig string
+	rej rejectionCache
+}
+
+// method is one method's resolved policy set; nil fields are switched off.
+type method struct {
+	name       string // "pkg.Svc/Method", for observers
+	overall    *timeout.Timeout
+	retry      *retry.Retry
+	breaker    *breakerEntry
+	bulkhead   *bulkheadEntry
+	perAttempt *timeout.Timeout
+	classes    classes
+	retryable  [17]bool
+	streamTimeouts bool // the method's own level sets a timeout
+}
+
+// New returns the chain for cfg (validated first; an invalid config is an
+// error naming each problem's path). A nil cfg means every default.
+func New(cfg *Config, opts ...Option) (*Chain, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	if o.maxMethods < 1 {
+		return nil, fmt.Errorf("grpcmw: WithMaxMethods: must be at least 1, got %d", o.maxMethods)
+	}
+	c := &Chain{opts: o}
+	st, err := c.newState(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.state.Store(st)
+	return c, nil
+}
+
+func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
+	if cfg == nil {
+		cfg = new(Config)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	th, _, err := throttleOf(cfg.RetryThrottling)
+	if err != nil {
+		return nil, err
+	}
+	st := &state{cfg: cfg, throttle: th, breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{}}
+	if old != nil {
+		if old.throttle != nil && th != nil {
+			st.throttle = old.throttle // keep the tokens across reloads
+		}
+		for k, e := range old.breakers {
+			st.breakers[k] = &breakerEntry{b: e.b, sig: e.sig, kept: true}
+		}
+		for k, e := range old.bulkheads {
+			st.bulkheads[k] = e
+		}
+	}
+	empty := map[string]*method{}
+	st.methods.Store(&empty)
+	return st, nil
+}
+
+// lookup returns the policy set of fullMethod ("/pkg.Svc/Method"). After a
+// method's first call it takes no lock and allocates nothing.
+func (c *Chain) lookup(fullMethod string) *method {
+	st := c.state.Load()
+	if m, ok := (*st.methods.Load())[fullMethod]; ok {
+		return m
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st = c.state.Load()
+	ms := *st.methods.Load()
+	if m, ok := ms[fullMethod]; ok {
+		return m
+	}
+	if len(ms) >= c.opts.maxMethods {
+		return nil // past the bound: the call runs without policies
+	}
+	m := c.build(st, fullMethod)
+	next := make(map[string]*method, len(ms)+1)
+	for k, v := range ms {
+		next[k] = v
+	}
+	next[fullMethod] = m
+	st.methods.Store(&next)
+	return m
+}
+
+// splitMethod splits "/pkg.Svc/Method".
+func splitMethod(full string) (svc, name string, ok bool) {
+	rest, found := strings.CutPrefix(full, "/")
+	if !found {
+		return "", "", false
+	}
+	svc, name, ok = strings.Cut(rest, "/")
+	return svc, name, ok && svc != "" && name != "" && !strings.Contains(name, "/")
+}
+
+// build resolves one method's policies. Called with c.mu held.
+func (c *Chain) build(st *state, fullMethod string) *method {
+	svc, name, ok := splitMethod(fullMethod)
+	if !ok {
+		return nil
+	}
+	var sp, mp *Policies
+	spath, mpath := join("services", svc), ""
+	if s := st.cfg.Services[svc]; s != nil {
+		sp = &s.Policies
+		mp = s.Methods[name]
+		mpath = join(spath+".methods", name)
+	}
+	svcEff := resolve(level{"defaults", &st.cfg.Defaults}, level{spath, sp})
+	eff := resolve(level{"defaults", &st.cfg.Defaults}, level{spath, sp}, level{mpath, mp})
+	m := &method{name: svc + "/" + name}
+	o := &c.opts
+
+	key, shared := svc, svcEff
+	if *svcEff.CircuitBreaker.KeyBy == KeyByMethod {
+		key, shared = svc+"/"+name, eff
+	}
+	if cb := shared.CircuitBreaker; *cb.Enabled && !o.serverSide {
+		m.breaker = c.breaker(st, key, cb)
+	}
+	m.classes = newClasses(eff.CircuitBreaker.FailureStatusCodes, eff.CircuitBreaker.IgnoredStatusCodes)
+	if bh := shared.Bulkhead; *bh.Enabled {
+		m.bulkhead = c.bulkhead(st, key, bh)
+	}
+	if o.serverSide {
+		return m
+	}
+	if r := eff.Retry; *r.Enabled && *r.MaxAttempts > 1 {
+		for _, code := range r.RetryableStatusCodes {
+			m.retryable[code] = true
+		}
+		ropts, _ := retryOptions(r) // validated with the config
+		ropts = append(ropts,
+			retry.WithName(m.name),
+			retry.WithRetryable(m.isRetryable),
+			retry.WithClassifier(m.classes.outcome),
+			retry.WithPushback(pushbackOf),
+			retry.WithClock(o.clock),
+			retry.WithObserver(o.observer),
+		)
+		if st.throttle != nil {
+			ropts = append(ropts, retry.WithThrottle(st.throttle))
+		}
+		m.retry, _ = retry.New(ropts...)
+	}
+	if t := eff.Timeout; *t.Enabled {
+		m.overall, _ = timeout.New(t.Overall.D(), timeout.WithScope(timeout.Overall), timeout.WithName(m.name), timeout.WithObserver(o.observer))
+		m.perAttempt, _ = timeout.New(t.PerAttempt.D(), timeout.WithName(m.name), timeout.WithObserver(o.observer))
+		m.streamTimeouts = mp != nil && mp.Timeout != nil
+	}
+	return m
+}
+
+func (c *Chain) breaker(st *state, key string, cb *CircuitBreaker) *breakerEntry {
+	sig := fmt.Sprintf("%+v", signature(cb))
+	if e, ok := st.breakers[key]; ok {
+		if e.sig == sig {
+			return e
+		}
+		if e.kept && sameWindow(e.sig, sig) {
+			// Reloaded with new thresholds and the same window: keep the
+			// breaker's state and counts.
+			opts, _ := breakerOptions(cb, key)
+			if err := e.b.Reconfigure(opts...); err == nil {
+				e.sig = sig
+				return e
+			}
+		}
+	}
+	opts, _ := breakerOptions(cb, key)
+	opts = append(opts, circuitbreaker.WithClock(c.opts.clock), circuitbreaker.WithObserver(c.opts.observer))
+	b, err := circuitbreaker.New(opts...)
+	if err != nil {
+		return nil // cannot happen: the config was validated
+	}
+	e := &breakerEntry{b: b, sig: sig}
+	st.breakers[key] = e
+	return e
+}
+
+func (c *Chain) bulkhead(st *state, key string, bh *Bulkhead) *bulkheadEntry {
+	sig := fmt.Sprintf("%v/%v/%+v", *bh.MaxConcurrentCalls, bh.MaxWaitDuration.D(), deref3(bh.Adaptive))
+	if e, ok := st.bulkheads[key]; ok && e.sig == sig {
+		return e
+	}
+	opts, _ := bulkheadOptions(bh, key)
+	opts = append(opts, bulkhead.WithClock(c.opts.clock), bulkhead.WithObserver(c.opts.observer))
+	b, err := bulkhead.New(opts...)
+	if err != nil {
+		return nil
+	}
+	e := &bulkheadEntry{b: b, sig: sig}
+	st.bulkheads[key] = e
+	return e
+}
+
+// signature is what identifies a breaker's configuration.
+type breakerSig struct {
+	Window                                         string
+	Size, Min, Permits                             int
+	Failure, Slow                                  float64
+	SlowAfter, Wait, MaxWait, MaxHalfOpen          time.Duration
+	Mode                                           string
+}
+
+func signature(cb *CircuitBreaker) breakerSig {
+	return breakerSig{
+		Window: strings.ToUpper(*cb.SlidingWindowType), Size: *cb.SlidingWindowSize, Min: *cb.MinimumNumberOfCalls,
+		Permits: *cb.PermittedNumberOfCallsInHalfOpenState, Failure: *cb.FailureRateThreshold, Slow: *cb.SlowCallRateThreshold,
+		SlowAfter: cb.SlowCallDurationThreshold.D(), Wait: cb.WaitDurationInOpenState.D(), MaxWait: cb.MaxWaitDurationInOpenState.D(),
+		MaxHalfOpen: cb.MaxWaitDurationInHalfOpenState.D(), Mode: strings.ToUpper(*cb.Mode),
+	}
+}
+
+// sameWindow compares the window part of two signatures.
+func sameWindow(a, b string) bool {
+	w := func(s string) string { i := strings.Index(s, " Min:"); return s[:max(i, 0)] }
+	return w(a) == w(b)
+}
+
+func deref3(a *Adaptive) [3]int {
+	if a == nil {
+		return [3]int{}
+	}
+	return [3]int{deref(a.MinLimit), deref(a.MaxLimit), deref(a.InitialLimit)}
+}
+
+// isRetryable: a retryable code, and not a rejection a downstream meshless
+// made (those are never retried, at any hop).
+func (m *method) isRetryable(err error) bool {
+	code, ok := codeOf(err)
+	if !ok || int(code) >= len(m.retryable) || !m.retryable[code] {
+		return false
+	}
+	return RejectionReason(err) == ""
+}
+
+func pushbackOf(err error) (time.Duration, bool) {
+	if pe, ok := err.(*pushbackError); ok {
+		return pe.delay, true
+	}
+	return 0, false
+}
+
+// Reload replaces the configuration atomically: calls already running finish
+// with the old policies, the next calls use the new ones. A breaker whose
+// window (type and size) did not change keeps its state and counts, with its
+// new thresholds; a bulkhead whose settings did not change is kept. An
+// invalid cfg is refused and the old one stays.
+func (c *Chain) Reload(cfg *Config) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, err := c.newState(cfg, c.state.Load())
+	if err != nil {
+		return err
+	}
+	c.state.Store(st)
+	return nil
+}
+
+// Config returns the configuration in force.
+func (c *Chain) Config() *Config { return c.state.Load().cfg }
+
+// Breaker returns the breaker of key ("pkg.Svc" or "pkg.Svc/Method"), once a
+// call has created it.
+func (c *Chain) Breaker(key string) (*circuitbreaker.Breaker, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.state.Load().breakers[key]
+	if !ok {
+		return nil, false
+	}
+	return e.b, true
+}
+
+// Bulkhead returns the bulkhead of key, once a call has created it.
+func (c *Chain) Bulkhead(key string) (*bulkhead.Bulkhead, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.state.Load().bulkheads[key]
+	if !ok {
+		return nil, false
+	}
+	return e.b, true
+}
+
+// UnaryClientInterceptor returns the interceptor for unary calls.
+func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, fullMethod string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		m := c.lookup(fullMethod)
+		if m == nil {
+			return invoker(ctx, fullMethod, req, reply, cc, opts...)
+		}
+		u := unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts, pushback: m.retry != nil}
+		return m.run(ctx, &u)
+	}
+}
+
+// DialOptions returns the dial options that install the chain's
+// interceptors.
+func (c *Chain) DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
+		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
+	}
+}
+
+// attempter is one call, attempt by attempt.
+type attempter interface {
+	attempt(ctx context.Context) error
+}
+
+type unaryCall struct {
+	fullMethod string
+	req, reply any
+	cc         *grpc.ClientConn
+	invoker    grpc.UnaryInvoker
+	opts       []grpc.CallOption
+	pushback   bool
+}
+
+func (u *unaryCall) attempt(ctx context.Context) error {
+	if !u.pushback {
+		return u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.opts...)
+	}
+	var md metadata.MD
+	opts := append(u.opts[:len(u.opts):len(u.opts)], grpc.Trailer(&md))
+	err := u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...)
+	if err != nil {
+		if d, ok := pushback(md); ok {
+			return &pushbackError{error: err, delay: d}
+		}
+	}
+	return err
+}
+
+// run runs one call in the fixed order: overall timeout → retry → breaker
+// → bulkhead → per-attempt timeout → the call.
+func (m *method) run(ctx context.Context, call attempter) error {
+	attempt := func(ctx context.Context) error { return m.attempt(ctx, call) }
+	withRetry := attempt
+	if m.retry != nil {
+		withRetry = func(ctx context.Context) error { return m.retry.Execute(ctx, attempt) }
+	}
+	var err error
+	if m.overall != nil {
+		err = m.overall.Execute(ctx, withRetry)
+	} else {
+		err = withRetry(ctx)
+	}
+	if pe, ok := err.(*pushbackError); ok {
+		err = pe.error // the caller gets the server's error as it came
+	}
+	return err
+}
+
+// attempt is one attempt through the breaker, the bulkhead and the
+// per-attempt timeout.
+func (m *method) attempt(ctx context.Context, call attempter) error {
+	var bp circuitbreaker.Permit
+	if e := m.breaker; e != nil {
+		p, err := e.b.Acquire(ctx)
+		if err != nil {
+			return e.rej.wrap(err)
+		}
+		bp = p
+	}
+	var hp bulkhead.Permit
+	if e := m.bulkhead; e != nil {
+		p, err := e.b.Acquire(ctx)
+		if err != nil {
+			bp.Record(resilience.Ignored)
+			return e.rej.wrap(err)
+		}
+		hp = p
+	}
+	var err error
+	if m.perAttempt != nil {
+		err = m.perAttempt.Execute(ctx, call.attempt)
+	} else {
+		err = call.attempt(ctx)
+	}
+	hp.Done(err)
+	bp.Record(m.classes.outcome(err))
+	return err
+}

@@ -1,0 +1,38 @@
+package grpcmw
+
+import "github.com/meshless/meshless/resilience"
+
+type options struct {
+	observer   resilience.Observer
+	clock      resilience.Clock
+	maxMethods int
+	serverSide bool // NewServer: bulkheads only
+}
+
+// Observer is a resilience.Observer, named here for the server options.
+type Observer = resilience.Observer
+
+func defaultOptions() options {
+	return options{clock: resilience.SystemClock, maxMethods: 10000}
+}
+
+// Option configures a [Chain].
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithObserver sends every policy's events to obs (otelmw's observer records
+// them as metrics). Default none.
+func WithObserver(obs resilience.Observer) Option {
+	return optionFunc(func(o *options) { o.observer = obs })
+}
+
+// WithClock sets the clock of the breakers, bulkheads and retry backoffs.
+// Default [resilience.SystemClock].
+func WithClock(clk resilience.Clock) Option { return optionFunc(func(o *options) { o.clock = clk }) }
+
+// WithMaxMethods bounds the methods the chain keeps policies for. A method
+// beyond the bound runs without policies. Default 10000.
+func WithMaxMethods(n int) Option { return optionFunc(func(o *options) { o.maxMethods = n }) }

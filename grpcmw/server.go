@@ -1,0 +1,122 @@
+package grpcmw
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/meshless/meshless/bulkhead"
+)
+
+// Server sheds load on the server side: each method's calls pass through the
+// bulkhead its configuration resolves to (the bulkhead section, keyed by
+// service or by method as circuitBreaker.keyBy says; fixed or adaptive), and
+// a call past the limit is answered at once with RESOURCE_EXHAUSTED, the
+// ErrorInfo reason BULKHEAD_FULL, and a grpc-retry-pushback-ms trailer. The
+// other sections of the configuration are client-side and ignored here.
+//
+// A meshless client never retries BULKHEAD_FULL; the pushback tells other
+// gRPC clients (a service-config retryPolicy) when to come back.
+//
+// A Server is safe for concurrent use.
+type Server struct {
+	c        *Chain
+	pushback metadata.MD
+}
+
+// ServerOption configures a [Server].
+type ServerOption interface{ applyServer(*serverOptions) }
+
+type serverOptions struct {
+	chain    []Option
+	pushback time.Duration
+}
+
+type serverOptionFunc func(*serverOptions)
+
+func (f serverOptionFunc) applyServer(o *serverOptions) { f(o) }
+
+// WithPushback sets the delay a shed call asks its client to wait before
+// retrying (the grpc-retry-pushback-ms trailer). Default 1s.
+func WithPushback(d time.Duration) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.pushback = d })
+}
+
+// WithServerObserver sends the server's bulkhead events to obs.
+func WithServerObserver(obs Observer) ServerOption {
+	return serverOptionFunc(func(o *serverOptions) { o.chain = append(o.chain, WithObserver(obs)) })
+}
+
+// NewServer returns the load shedding of cfg (validated as for [New]).
+func NewServer(cfg *Config, opts ...ServerOption) (*Server, error) {
+	o := serverOptions{pushback: time.Second}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyServer(&o)
+		}
+	}
+	if o.pushback < 0 {
+		return nil, fmt.Errorf("grpcmw: WithPushback: must not be negative, got %v", o.pushback)
+	}
+	c, err := New(cfg, append(o.chain, optionFunc(func(co *options) { co.serverSide = true }))...)
+	if err != nil {
+		return nil, err
+	}
+	ms := strconv.FormatInt(o.pushback.Milliseconds(), 10)
+	return &Server{c: c, pushback: metadata.Pairs(PushbackTrailer, ms)}, nil
+}
+
+// UnaryServerInterceptor returns the interceptor for unary calls.
+func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		m := s.c.lookup(info.FullMethod)
+		if m == nil || m.bulkhead == nil {
+			return handler(ctx, req)
+		}
+		p, err := m.bulkhead.b.Acquire(ctx)
+		if err != nil {
+			_ = grpc.SetTrailer(ctx, s.pushback)
+			return nil, m.bulkhead.rej.wrap(err)
+		}
+		resp, err := handler(ctx, req)
+		p.Done(err)
+		return resp, err
+	}
+}
+
+// StreamServerInterceptor returns the interceptor for streams: a stream
+// holds its permit until its handler returns.
+func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		m := s.c.lookup(info.FullMethod)
+		if m == nil || m.bulkhead == nil {
+			return handler(srv, ss)
+		}
+		p, err := m.bulkhead.b.Acquire(ss.Context())
+		if err != nil {
+			ss.SetTrailer(s.pushback)
+			return m.bulkhead.rej.wrap(err)
+		}
+		err = handler(srv, ss)
+		p.Done(err)
+		return err
+	}
+}
+
+// ServerOptions returns the server options that install both interceptors.
+func (s *Server) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(s.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(s.StreamServerInterceptor()),
+	}
+}
+
+// Reload replaces the configuration, as [Chain.Reload] does.
+func (s *Server) Reload(cfg *Config) error { return s.c.Reload(cfg) }
+
+// Bulkhead returns the bulkhead of key once a call has created it.
+func (s *Server) Bulkhead(key string) (*bulkhead.Bulkhead, bool) { return s.c.Bulkhead(key) }

@@ -1,0 +1,314 @@
+package grpcmw
+
+import (
+	"context"
+	"errors"
+	"io"
+	"runtime"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/retry"
+)
+
+// StreamClientInterceptor returns the interceptor for streaming calls.
+//
+// The breaker and the bulkhead admit a stream when it is created and count
+// its final status (or its creation error) as the outcome; their permits are
+// given back when the stream ends in any way: io.EOF, an error, the end of
+// its context, or the caller dropping it. Retries cover the creation of the
+// stream and, for server-streaming methods (one request, a stream of
+// responses), failures before the first response arrives: the request is
+// replayed, and no response is ever delivered twice. Timeouts apply to a
+// stream only when its method's own configuration sets them (a stream often
+// lives far longer than a unary call).
+func (c *Chain) StreamClientInterceptor() grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		m := c.lookup(fullMethod)
+		if m == nil {
+			return streamer(ctx, desc, cc, fullMethod, opts...)
+		}
+		return m.newStream(ctx, desc, cc, fullMethod, streamer, opts)
+	}
+}
+
+// clientStream is what the caller holds. Its state lives apart, so that a
+// stream the caller drops can be collected and its permits given back.
+type clientStream struct {
+	*streamState
+}
+
+type streamState struct {
+	m          *method
+	ctx        context.Context
+	cancel     context.CancelFunc // ends the whole stream (and its overall timeout)
+	desc       *grpc.StreamDesc
+	cc         *grpc.ClientConn
+	fullMethod string
+	streamer   grpc.Streamer
+	opts       []grpc.CallOption
+	attempts   retry.Attempts
+	replay     bool // a server-streaming call: replayable until a response arrives
+	stopWatch  func() bool
+
+	mu        sync.Mutex
+	cur       grpc.ClientStream
+	trailer   metadata.MD
+	cancelCur context.CancelFunc
+	bp        circuitbreaker.Permit
+	hp        bulkhead.Permit
+	received  bool  // a response reached the caller: no more retries
+	sent      []any // requests sent so far, to replay
+	closeSent bool
+	done      bool
+}
+
+func (m *method) newStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	s := &streamState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts,
+		replay: m.retry != nil && !desc.ClientStreams && desc.ServerStreams}
+	if m.streamTimeouts && m.overall != nil && m.overall.Duration() > 0 {
+		s.ctx, s.cancel = context.WithTimeout(ctx, m.overall.Duration())
+	} else {
+		s.ctx, s.cancel = context.WithCancel(ctx)
+	}
+	if m.retry != nil {
+		s.attempts = m.retry.Begin(s.ctx)
+	}
+	s.mu.Lock()
+	err := s.openLocked()
+	for err != nil && m.retry != nil {
+		wait, again := s.attempts.Next(err)
+		if !again {
+			break
+		}
+		s.mu.Unlock()
+		ok := s.attempts.Wait(wait)
+		s.mu.Lock()
+		if !ok {
+			break
+		}
+		err = s.openLocked()
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.cancel()
+		return nil, err
+	}
+	// Give the permits back when the context ends, whoever notices first.
+	s.stopWatch = context.AfterFunc(s.ctx, func() { s.finish(s.ctx.Err()) })
+	cs := &clientStream{s}
+	runtime.AddCleanup(cs, func(s *streamState) { s.finish(context.Canceled) }, s)
+	return cs, nil
+}
+
+// openLocked makes one attempt to create the stream, through the breaker
+// and the bulkhead. On failure it has already settled the attempt.
+func (s *streamState) openLocked() error {
+	m := s.m
+	var bp circuitbreaker.Permit
+	if e := m.breaker; e != nil {
+		p, err := e.b.Acquire(s.ctx)
+		if err != nil {
+			return e.rej.wrap(err)
+		}
+		bp = p
+	}
+	var hp bulkhead.Permit
+	if e := m.bulkhead; e != nil {
+		p, err := e.b.Acquire(s.ctx)
+		if err != nil {
+			bp.Record(resilience.Ignored)
+			return e.rej.wrap(err)
+		}
+		hp = p
+	}
+	var actx context.Context
+	var cancel context.CancelFunc
+	if m.streamTimeouts && m.perAttempt != nil && m.perAttempt.Duration() > 0 {
+		actx, cancel = context.WithTimeout(s.ctx, m.perAttempt.Duration())
+	} else {
+		actx, cancel = context.WithCancel(s.ctx)
+	}
+	opts := s.opts
+	if s.replay {
+		s.trailer = nil
+		opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&s.trailer))
+	}
+	cs, err := s.streamer(actx, s.desc, s.cc, s.fullMethod, opts...)
+	if err == nil && len(s.sent) > 0 {
+		err = s.replayLocked(cs)
+	}
+	if err != nil {
+		cancel()
+		hp.Done(err)
+		bp.Record(m.classes.outcome(err))
+		return err
+	}
+	s.cur, s.cancelCur, s.bp, s.hp = cs, cancel, bp, hp
+	return nil
+}
+
+// replayLocked sends the buffered requests on a new attempt's stream.
+func (s *streamState) replayLocked(cs grpc.ClientStream) error {
+	for _, msg := range s.sent {
+		if err := cs.SendMsg(msg); err != nil {
+			if errors.Is(err, io.EOF) {
+				return cs.RecvMsg(new(struct{})) // the status that ended it
+			}
+			return err
+		}
+	}
+	if s.closeSent {
+		return cs.CloseSend()
+	}
+	return nil
+}
+
+// settleLocked records the current attempt's outcome and gives its permits
+// back.
+func (s *streamState) settleLocked(err error) {
+	if err == io.EOF {
+		err = nil
+	}
+	s.hp.Done(err)
+	s.bp.Record(s.m.classes.outcome(err))
+	s.hp, s.bp = bulkhead.Permit{}, circuitbreaker.Permit{}
+	if s.cancelCur != nil {
+		s.cancelCur()
+	}
+}
+
+// finish ends the stream once: the attempt's outcome, the retry's, the
+// contexts.
+func (s *streamState) finish(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finishLocked(err)
+}
+
+func (s *streamState) finishLocked(err error) {
+	if s.done {
+		return
+	}
+	s.done = true
+	s.settleLocked(err)
+	if s.m.retry != nil {
+		if err == io.EOF {
+			err = nil
+		}
+		s.attempts.Done(err)
+	}
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+	s.cancel()
+	s.sent = nil
+}
+
+func (s *streamState) current() grpc.ClientStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// SendMsg sends a request; a replayable call keeps it until a response
+// arrives.
+func (cs *clientStream) SendMsg(msg any) error {
+	s := cs.streamState
+	s.mu.Lock()
+	if s.replay && !s.received {
+		s.sent = append(s.sent, msg)
+	}
+	cur := s.cur
+	s.mu.Unlock()
+	return cur.SendMsg(msg)
+}
+
+// CloseSend closes the sending side.
+func (cs *clientStream) CloseSend() error {
+	s := cs.streamState
+	s.mu.Lock()
+	s.closeSent = true
+	cur := s.cur
+	s.mu.Unlock()
+	return cur.CloseSend()
+}
+
+// RecvMsg receives a response. The stream's outcome is recorded before the
+// status that ends it is returned; a failure of a replayable call before any
+// response is retried here.
+func (cs *clientStream) RecvMsg(msg any) error {
+	s := cs.streamState
+	for {
+		err := s.current().RecvMsg(msg)
+		s.mu.Lock()
+		if err == nil {
+			s.received, s.sent = true, nil
+			if !s.desc.ServerStreams { // one response: the call is over
+				s.finishLocked(nil)
+			}
+			s.mu.Unlock()
+			return nil
+		}
+		if err == io.EOF || !s.replay || s.received || s.done {
+			s.finishLocked(err)
+			s.mu.Unlock()
+			return err
+		}
+		// A failure before the first response: settle this attempt and try
+		// the call again, replaying its request, while the policy allows.
+		s.settleLocked(err)
+		aerr := err
+		if d, ok := pushback(s.trailer); ok {
+			aerr = &pushbackError{error: err, delay: d}
+		}
+		for {
+			wait, again := s.attempts.Next(aerr)
+			if !again {
+				s.endLocked()
+				s.mu.Unlock()
+				return err
+			}
+			// The lock is held through the backoff, so that the context
+			// watcher cannot end the call meanwhile; a context end cuts the
+			// wait short.
+			if !s.attempts.Wait(wait) || s.done {
+				s.endLocked()
+				s.mu.Unlock()
+				return err
+			}
+			oerr := s.openLocked()
+			if oerr == nil {
+				break // receive on the new attempt
+			}
+			err, aerr = oerr, oerr
+		}
+		s.mu.Unlock()
+	}
+}
+
+// endLocked ends a stream whose retry policy has already reported the call
+// over.
+func (s *streamState) endLocked() {
+	s.done = true
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+	s.cancel()
+	s.sent = nil
+}
+
+// Header returns the current attempt's header.
+func (cs *clientStream) Header() (metadata.MD, error) { return cs.current().Header() }
+
+// Trailer returns the current attempt's trailer.
+func (cs *clientStream) Trailer() metadata.MD { return cs.current().Trailer() }
+
+// Context returns the current attempt's context.
+func (cs *clientStream) Context() context.Context { return cs.current().Context() }
+
