@@ -168,7 +168,9 @@ func TestBulkheadRejectionDoesNotCountInTheBreakerAndIsNotRetried(t *testing.T) 
 	chain := resilience.NewChain(rt, cb, bh)
 	hold := make(chan struct{})
 	inside := make(chan struct{})
+	held := make(chan struct{})
 	go func() {
+		defer close(held)
 		_ = chain.Execute(context.Background(), func(context.Context) error { close(inside); <-hold; return nil })
 	}()
 	<-inside
@@ -180,7 +182,9 @@ func TestBulkheadRejectionDoesNotCountInTheBreakerAndIsNotRetried(t *testing.T) 
 		}
 	}
 	close(hold)
-	if m := cb.Metrics(); calls != 0 || m.Calls != 0 || cb.State() != circuitbreaker.StateClosed {
+	<-held
+	// Only the admitted call is in the window.
+	if m := cb.Metrics(); calls != 0 || m.Calls != 1 || m.FailedCalls != 0 || cb.State() != circuitbreaker.StateClosed {
 		t.Fatalf("calls %d, breaker %+v: rejections reached the call or the window", calls, m)
 	}
 }
