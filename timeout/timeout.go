@@ -118,7 +118,18 @@ func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) e
 	if t.d <= 0 {
 		return fn(ctx)
 	}
-	start := time.Now()
+	return t.ExecuteFrom(ctx, time.Now(), fn)
+}
+
+// ExecuteFrom is [Timeout.Execute] with the timeout counted from start
+// rather than from now, for a caller that started the call's clock before
+// it needed the deadline. grpcmw runs a call's first attempt under its
+// per-attempt timeout alone, and derives the overall deadline, counted from
+// the call's start, only when a retry follows.
+func (t *Timeout) ExecuteFrom(ctx context.Context, start time.Time, fn func(context.Context) error) error {
+	if t.d <= 0 {
+		return fn(ctx)
+	}
 	deadline := start.Add(t.d)
 	if dl, ok := ctx.Deadline(); ok && !deadline.Before(dl) {
 		err := fn(ctx) // the caller's deadline comes first: it governs
@@ -139,6 +150,14 @@ func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) e
 		return &Error{Scope: t.scope, Timeout: t.d, Err: err}
 	}
 	return err
+}
+
+// Completed reports to the observer a call that started at start and ended
+// without this timeout's deadline having been needed, as Execute would have.
+func (t *Timeout) Completed(ctx context.Context, start time.Time) {
+	if t.d > 0 {
+		t.report(ctx, start, false)
+	}
 }
 
 // Apply is [Timeout.Execute] as a [resilience.Policy].

@@ -189,3 +189,21 @@ func TestFailureAtTheDeadlineIsOursBeforeTheContextNotices(t *testing.T) {
 		}
 	})
 }
+
+func TestExecuteFromCountsFromStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := new(resiliencetest.Observer)
+		to, _ := timeout.New(time.Second, timeout.WithScope(timeout.Overall), timeout.WithObserver(obs))
+		start := time.Now()
+		time.Sleep(400 * time.Millisecond) // the call's first attempt
+		err := to.ExecuteFrom(t.Context(), start, hang)
+		if !errors.Is(err, timeout.ErrTimeout) || time.Since(start) != time.Second {
+			t.Fatalf("err %v after %v, want the timeout at 1s from start", err, time.Since(start))
+		}
+		to.Completed(t.Context(), time.Now())
+		ev := obs.Events(resilience.EventCall)
+		if len(ev) != 2 || !ev[0].TimedOut || ev[0].Duration != time.Second || ev[1].TimedOut {
+			t.Fatalf("events %+v, want a timed-out call of 1s, then a completed one", ev)
+		}
+	})
+}
