@@ -33,8 +33,8 @@ const (
 type Breaker struct {
 	conf atomic.Pointer[config] // replaced whole by Reconfigure
 	rec  resilience.Recorder
-	cur atomic.Pointer[period] // the current state and its data
-	mu  sync.Mutex             // serialises transitions and window updates
+	cur  atomic.Pointer[period] // the current state and its data
+	mu   sync.Mutex             // serialises transitions and window updates
 }
 
 // period is one stay in a state. A new period starts at every transition;

@@ -54,15 +54,16 @@ type bulkheadEntry struct {
 
 // method is one method's resolved policy set; nil fields are switched off.
 type method struct {
-	name       string // "pkg.Svc/Method", for observers
-	overall    *timeout.Timeout
-	retry      *retry.Retry
-	breaker    *breakerEntry
-	bulkhead   *bulkheadEntry
-	perAttempt *timeout.Timeout
-	classes    classes
-	retryable  [17]bool
+	name           string // "pkg.Svc/Method", for observers
+	overall        *timeout.Timeout
+	retry          *retry.Retry
+	breaker        *breakerEntry
+	bulkhead       *bulkheadEntry
+	perAttempt     *timeout.Timeout
+	classes        classes
+	retryable      [17]bool
 	streamTimeouts bool // the method's own level sets a timeout
+	lazyOverall    bool // the per-attempt timeout is the shorter: see run
 }
 
 // New returns the chain for cfg (validated first; an invalid config is an
@@ -205,6 +206,8 @@ func (c *Chain) build(st *state, fullMethod string) *method {
 		m.overall, _ = timeout.New(t.Overall.D(), timeout.WithScope(timeout.Overall), timeout.WithName(m.name), timeout.WithObserver(o.observer))
 		m.perAttempt, _ = timeout.New(t.PerAttempt.D(), timeout.WithName(m.name), timeout.WithObserver(o.observer))
 		m.streamTimeouts = mp != nil && mp.Timeout != nil
+		pa, ov := t.PerAttempt.D(), t.Overall.D()
+		m.lazyOverall = ov > 0 && pa > 0 && pa <= ov
 	}
 	return m
 }
@@ -254,11 +257,11 @@ func (c *Chain) bulkhead(st *state, key string, bh *Bulkhead) *bulkheadEntry {
 
 // signature is what identifies a breaker's configuration.
 type breakerSig struct {
-	Window                                         string
-	Size, Min, Permits                             int
-	Failure, Slow                                  float64
-	SlowAfter, Wait, MaxWait, MaxHalfOpen          time.Duration
-	Mode                                           string
+	Window                                string
+	Size, Min, Permits                    int
+	Failure, Slow                         float64
+	SlowAfter, Wait, MaxWait, MaxHalfOpen time.Duration
+	Mode                                  string
 }
 
 func signature(cb *CircuitBreaker) breakerSig {
@@ -394,22 +397,57 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 
 // run runs one call in the fixed order: overall timeout → retry → breaker
 // → bulkhead → per-attempt timeout → the call.
+//
+// When the per-attempt timeout is the shorter, the overall deadline cannot
+// end a first attempt, so the first attempt runs under the per-attempt
+// context alone, and the overall deadline (counted from the call's start)
+// becomes a context only when a retry follows. A call that succeeds at once
+// derives one deadline context instead of two.
 func (m *method) run(ctx context.Context, call attempter) error {
-	attempt := func(ctx context.Context) error { return m.attempt(ctx, call) }
-	withRetry := attempt
-	if m.retry != nil {
-		withRetry = func(ctx context.Context) error { return m.retry.Execute(ctx, attempt) }
-	}
 	var err error
-	if m.overall != nil {
-		err = m.overall.Execute(ctx, withRetry)
-	} else {
-		err = withRetry(ctx)
+	switch {
+	case m.overall == nil:
+		err = m.retried(ctx, call, nil)
+	case !m.lazyOverall:
+		err = m.overall.Execute(ctx, func(ctx context.Context) error { return m.retried(ctx, call, nil) })
+	default:
+		start := time.Now()
+		first := m.attempt(ctx, call)
+		if first == nil || m.retry == nil {
+			if m.retry != nil {
+				a := m.retry.Begin(ctx)
+				a.Next(first)
+			}
+			m.overall.Completed(ctx, start)
+			err = first
+			break
+		}
+		err = m.overall.ExecuteFrom(ctx, start, func(ctx context.Context) error { return m.retried(ctx, call, first) })
 	}
 	if pe, ok := err.(*pushbackError); ok {
 		err = pe.error // the caller gets the server's error as it came
 	}
 	return err
+}
+
+// retried runs the retry loop; first, when not nil, is the error of a first
+// attempt already made.
+func (m *method) retried(ctx context.Context, call attempter, first error) error {
+	if m.retry == nil {
+		return m.attempt(ctx, call)
+	}
+	a := m.retry.Begin(ctx)
+	err := first
+	if err == nil {
+		err = m.attempt(ctx, call)
+	}
+	for {
+		wait, again := a.Next(err)
+		if !again || !a.Wait(wait) {
+			return err
+		}
+		err = m.attempt(ctx, call)
+	}
 }
 
 // attempt is one attempt through the breaker, the bulkhead and the

@@ -17,17 +17,17 @@
 //
 // Every call runs its method's policies in one fixed order, outer to inner:
 //
-//	overall timeout → retry → circuit breaker → bulkhead → per-attempt timeout → the call
+//		overall timeout → retry → circuit breaker → bulkhead → per-attempt timeout → the call
 //
-//   - Retry is outside the breaker: each attempt is one breaker call, and an
-//     open breaker ends the retries at once (a rejection is never retried).
-//   - The bulkhead is inside the breaker: an open breaker rejects before a
-//     permit is taken, and a full bulkhead is a local event the breaker
-//     ignores.
-//   - The per-attempt timeout is innermost: a timed-out attempt gives its
-//     bulkhead permit back and counts as a breaker failure.
-//   - The overall timeout bounds all attempts and backoffs; a backoff that
-//     would not end before it is not slept.
+//	  - Retry is outside the breaker: each attempt is one breaker call, and an
+//	    open breaker ends the retries at once (a rejection is never retried).
+//	  - The bulkhead is inside the breaker: an open breaker rejects before a
+//	    permit is taken, and a full bulkhead is a local event the breaker
+//	    ignores.
+//	  - The per-attempt timeout is innermost: a timed-out attempt gives its
+//	    bulkhead permit back and counts as a breaker failure.
+//	  - The overall timeout bounds all attempts and backoffs; a backoff that
+//	    would not end before it is not slept.
 //
 // TestTheOrderOfEvents records the events of a retried call to show it.
 // docs/order.md explains each choice.

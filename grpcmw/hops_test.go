@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/circuitbreaker"
@@ -149,4 +149,3 @@ func TestServerSheddingStreams(t *testing.T) {
 }
 
 func errorsIsFull(err error) bool { return grpcmw.RejectionReason(err) == grpcmw.ReasonBulkheadFull }
-

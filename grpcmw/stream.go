@@ -311,4 +311,3 @@ func (cs *clientStream) Trailer() metadata.MD { return cs.current().Trailer() }
 
 // Context returns the current attempt's context.
 func (cs *clientStream) Context() context.Context { return cs.current().Context() }
-

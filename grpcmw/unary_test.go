@@ -35,7 +35,9 @@ func TestBusinessCodesNeverOpenTheBreakerAndReachTheCallerUnchanged(t *testing.T
 	for _, code := range []codes.Code{codes.NotFound, codes.InvalidArgument, codes.AlreadyExists, codes.PermissionDenied} {
 		want := status.New(code, "no such card")
 		want, _ = want.WithDetails(&errdetails.ErrorInfo{Reason: "CARD_UNKNOWN", Domain: "payments.example"})
-		f.setUnary(func(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) { return nil, want.Err() })
+		f.setUnary(func(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+			return nil, want.Err()
+		})
 		for range 10 {
 			_, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
 			got := status.Convert(err)

@@ -54,7 +54,9 @@ func (e *RejectionError) Unwrap() error { return e.err }
 // rejectionCache keeps the wire error of the last rejection a policy
 // instance made: a breaker shares one *OpenError per state, so while it
 // stays open every rejection reuses one RejectionError.
-type rejectionCache struct{ last atomic.Pointer[RejectionError] }
+type rejectionCache struct {
+	last atomic.Pointer[RejectionError]
+}
 
 func (c *rejectionCache) wrap(err error) error {
 	if last := c.last.Load(); last != nil && last.err == err {
