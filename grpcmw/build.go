@@ -95,12 +95,13 @@ func bulkheadOptions(b *Bulkhead, name string) ([]bulkhead.Option, error) {
 	return opts, nil
 }
 
-// throttleOf builds the client's retry throttle; nil when it is off.
-func throttleOf(t *RetryThrottling) (*retry.Throttle, bool, error) {
-	maxTokens, ratio := 10.0, 0.1
+// throttleSettings resolves retryThrottling: whether it is on, maxTokens
+// and tokenRatio.
+func throttleSettings(t *RetryThrottling) (on bool, maxTokens, ratio float64) {
+	on, maxTokens, ratio = true, 10, 0.1
 	if t != nil {
 		if t.Enabled != nil && !*t.Enabled {
-			return nil, false, nil
+			return false, 0, 0
 		}
 		if t.MaxTokens != nil {
 			maxTokens = *t.MaxTokens
@@ -108,6 +109,15 @@ func throttleOf(t *RetryThrottling) (*retry.Throttle, bool, error) {
 		if t.TokenRatio != nil {
 			ratio = *t.TokenRatio
 		}
+	}
+	return on, maxTokens, ratio
+}
+
+// throttleOf builds the client's retry throttle; nil when it is off.
+func throttleOf(t *RetryThrottling) (*retry.Throttle, bool, error) {
+	on, maxTokens, ratio := throttleSettings(t)
+	if !on {
+		return nil, false, nil
 	}
 	th, err := retry.NewThrottle(maxTokens, ratio)
 	return th, err == nil, err

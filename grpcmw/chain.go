@@ -30,9 +30,10 @@ type Chain struct {
 
 // state is one configuration's resolved policies. Reload replaces it whole.
 type state struct {
-	cfg      *Config
-	throttle *retry.Throttle
-	methods  atomic.Pointer[map[string]*method] // copy on write, under Chain.mu
+	cfg         *Config
+	throttle    *retry.Throttle
+	throttleSig string
+	methods     atomic.Pointer[map[string]*method] // copy on write, under Chain.mu
 	// breakers and bulkheads by key ("pkg.Svc" or "pkg.Svc/Method"), under
 	// Chain.mu.
 	breakers  map[string]*breakerEntry
@@ -54,16 +55,17 @@ type bulkheadEntry struct {
 
 // method is one method's resolved policy set; nil fields are switched off.
 type method struct {
-	name           string // "pkg.Svc/Method", for observers
-	overall        *timeout.Timeout
-	retry          *retry.Retry
-	breaker        *breakerEntry
-	bulkhead       *bulkheadEntry
-	perAttempt     *timeout.Timeout
-	classes        classes
-	retryable      [17]bool
-	streamTimeouts bool // the method's own level sets a timeout
-	lazyOverall    bool // the per-attempt timeout is the shorter: see run
+	name       string // "pkg.Svc/Method", for observers
+	overall    *timeout.Timeout
+	retry      *retry.Retry
+	breaker    *breakerEntry
+	bulkhead   *bulkheadEntry
+	perAttempt *timeout.Timeout
+	classes    classes
+	retryable  [17]bool
+	// Streams take only the timeouts their method's own level sets.
+	streamOverall, streamPerAttempt time.Duration
+	lazyOverall                     bool // the per-attempt timeout is the shorter: see run
 }
 
 // New returns the chain for cfg (validated first; an invalid config is an
@@ -98,10 +100,11 @@ func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &state{cfg: cfg, throttle: th, breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{}}
+	st := &state{cfg: cfg, throttle: th, throttleSig: fmt.Sprint(throttleSettings(cfg.RetryThrottling)),
+		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{}}
 	if old != nil {
-		if old.throttle != nil && th != nil {
-			st.throttle = old.throttle // keep the tokens across reloads
+		if old.throttle != nil && th != nil && old.throttleSig == st.throttleSig {
+			st.throttle = old.throttle // unchanged settings: keep the tokens across reloads
 		}
 		for k, e := range old.breakers {
 			st.breakers[k] = &breakerEntry{b: e.b, sig: e.sig, kept: true}
@@ -205,7 +208,14 @@ func (c *Chain) build(st *state, fullMethod string) *method {
 	if t := eff.Timeout; *t.Enabled {
 		m.overall, _ = timeout.New(t.Overall.D(), timeout.WithScope(timeout.Overall), timeout.WithName(m.name), timeout.WithObserver(o.observer))
 		m.perAttempt, _ = timeout.New(t.PerAttempt.D(), timeout.WithName(m.name), timeout.WithObserver(o.observer))
-		m.streamTimeouts = mp != nil && mp.Timeout != nil
+		if mp != nil && mp.Timeout != nil {
+			if mp.Timeout.Overall != nil {
+				m.streamOverall = mp.Timeout.Overall.D()
+			}
+			if mp.Timeout.PerAttempt != nil {
+				m.streamPerAttempt = mp.Timeout.PerAttempt.D()
+			}
+		}
 		pa, ov := t.PerAttempt.D(), t.Overall.D()
 		m.lazyOverall = ov > 0 && pa > 0 && pa <= ov
 	}
@@ -303,11 +313,14 @@ func pushbackOf(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// Reload replaces the configuration atomically: calls already running finish
-// with the old policies, the next calls use the new ones. A breaker whose
-// window (type and size) did not change keeps its state and counts, with its
-// new thresholds; a bulkhead whose settings did not change is kept. An
-// invalid cfg is refused and the old one stays.
+// Reload replaces the configuration atomically: the next calls resolve
+// their policies from the new one. A breaker whose window (type and size)
+// did not change is kept, with its state and counts, and takes its new
+// thresholds at once (calls already running report to it too); a bulkhead
+// whose settings did not change is kept; retry throttling keeps its tokens
+// when its settings did not change. Policies of keys the new configuration no
+// longer uses stay in memory until the chain is dropped. An invalid cfg is
+// refused and the old one stays.
 func (c *Chain) Reload(cfg *Config) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -424,10 +437,7 @@ func (m *method) run(ctx context.Context, call attempter) error {
 		}
 		err = m.overall.ExecuteFrom(ctx, start, func(ctx context.Context) error { return m.retried(ctx, call, first) })
 	}
-	if pe, ok := err.(*pushbackError); ok {
-		err = pe.error // the caller gets the server's error as it came
-	}
-	return err
+	return withoutPushback(err)
 }
 
 // retried runs the retry loop; first, when not nil, is the error of a first
@@ -444,10 +454,19 @@ func (m *method) retried(ctx context.Context, call attempter, first error) error
 	for {
 		wait, again := a.Next(err)
 		if !again || !a.Wait(wait) {
-			return err
+			return withoutPushback(err)
 		}
 		err = m.attempt(ctx, call)
 	}
+}
+
+// withoutPushback unwraps the pushback an attempt's error carried to the
+// retry policy, so the caller gets the server's error as it came.
+func withoutPushback(err error) error {
+	if pe, ok := err.(*pushbackError); ok {
+		return pe.error
+	}
+	return err
 }
 
 // attempt is one attempt through the breaker, the bulkhead and the

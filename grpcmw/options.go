@@ -13,7 +13,7 @@ type options struct {
 type Observer = resilience.Observer
 
 func defaultOptions() options {
-	return options{clock: resilience.SystemClock, maxMethods: 10000}
+	return options{clock: resilience.PreciseClock, maxMethods: 10000}
 }
 
 // Option configures a [Chain].
@@ -23,14 +23,17 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// WithObserver sends every policy's events to obs (otelmw's observer records
-// them as metrics). Default none.
+// WithObserver sends every policy's events to obs. Default none.
 func WithObserver(obs resilience.Observer) Option {
 	return optionFunc(func(o *options) { o.observer = obs })
 }
 
 // WithClock sets the clock of the breakers, bulkheads and retry backoffs.
-// Default [resilience.SystemClock].
+// Default [resilience.PreciseClock]: a gRPC call takes tens of microseconds,
+// so reading time.Now a few times per call costs little, while the coarse
+// [resilience.SystemClock] keeps a ticker goroutine waking every millisecond
+// while calls flow, which measurably adds to gRPC latency (docs/benchmarks.md,
+// B5).
 func WithClock(clk resilience.Clock) Option { return optionFunc(func(o *options) { o.clock = clk }) }
 
 // WithMaxMethods bounds the methods the chain keeps policies for. A method

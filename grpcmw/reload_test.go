@@ -176,3 +176,33 @@ defaults:
 	}
 	_ = resilience.EventCall
 }
+
+func TestReloadAppliesNewThrottleSettings(t *testing.T) {
+	f := new(faultServer)
+	f.setUnary(failing(codes.Unavailable))
+	addr, _ := serve(t, f)
+	client, chain, _ := dial(t, addr, `
+retryThrottling: { maxTokens: 2, tokenRatio: 1 }
+defaults:
+  circuitBreaker: { enabled: false }
+  retry: { maxAttempts: 5, initialBackoff: 1ms, maxBackoff: 1ms }
+`)
+	_, _ = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}) // 2 tokens: one attempt, no retry (1 left is not above half)
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("%d attempts with 2 tokens, want 1", n)
+	}
+	cfg, _ := grpcmw.ParseConfig([]byte(`
+retryThrottling: { maxTokens: 100, tokenRatio: 1 }
+defaults:
+  circuitBreaker: { enabled: false }
+  retry: { maxAttempts: 5, initialBackoff: 1ms, maxBackoff: 1ms }
+`))
+	if err := chain.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.calls.Store(0)
+	_, _ = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+	if n := f.calls.Load(); n != 5 {
+		t.Fatalf("%d attempts after raising maxTokens to 100, want 5: the old bucket was kept", n)
+	}
+}

@@ -111,6 +111,15 @@ func setAt(levels []level, section, key, fallback string) string {
 	return fallback + "." + section + "." + key
 }
 
+func setAnywhere(levels []level, section, key string) bool {
+	for _, l := range levels {
+		if l.p != nil && isSet(l.p, section, key) {
+			return true
+		}
+	}
+	return false
+}
+
 func isSet(p *Policies, section, key string) bool {
 	s, ok := fieldsOf(reflect.ValueOf(p).Elem())[section]
 	if !ok || s.IsNil() {
@@ -247,6 +256,10 @@ func checkLevel(levels []level, here string, add func(path, problem string)) {
 			switch {
 			case errors.As(e, &pe):
 				add(setAt(levels, section, pe.Path, here), pe.Problem)
+			case errors.As(e, &oe) && oe.Option == "minimumNumberOfCalls" && !setAnywhere(levels, section, oe.Option) && setAnywhere(levels, section, "slidingWindowSize"):
+				// The user wrote a small window and inherited the minimum:
+				// name the key they wrote.
+				add(setAt(levels, section, "slidingWindowSize", here), fmt.Sprintf("must be at least minimumNumberOfCalls (%v, inherited) for a COUNT_BASED window, which could then never decide; set both", oe.Value))
 			case errors.As(e, &oe):
 				add(setAt(levels, section, oe.Option, here), oe.Problem+", got "+formatValue(oe.Value))
 			default:

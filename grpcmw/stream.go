@@ -71,8 +71,8 @@ type streamState struct {
 func (m *method) newStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	s := &streamState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts,
 		replay: m.retry != nil && !desc.ClientStreams && desc.ServerStreams}
-	if m.streamTimeouts && m.overall != nil && m.overall.Duration() > 0 {
-		s.ctx, s.cancel = context.WithTimeout(ctx, m.overall.Duration())
+	if m.streamOverall > 0 {
+		s.ctx, s.cancel = context.WithTimeout(ctx, m.streamOverall)
 	} else {
 		s.ctx, s.cancel = context.WithCancel(ctx)
 	}
@@ -129,8 +129,8 @@ func (s *streamState) openLocked() error {
 	}
 	var actx context.Context
 	var cancel context.CancelFunc
-	if m.streamTimeouts && m.perAttempt != nil && m.perAttempt.Duration() > 0 {
-		actx, cancel = context.WithTimeout(s.ctx, m.perAttempt.Duration())
+	if m.streamPerAttempt > 0 {
+		actx, cancel = context.WithTimeout(s.ctx, m.streamPerAttempt)
 	} else {
 		actx, cancel = context.WithCancel(s.ctx)
 	}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -180,4 +181,36 @@ func waitUntil(t *testing.T, cond func() bool) {
 		timeSleepMs()
 	}
 	t.Fatal("condition not reached")
+}
+
+func TestStreamTimeoutsComeOnlyFromTheMethodsOwnLevel(t *testing.T) {
+	f := new(faultServer)
+	f.setStream(func(req *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error {
+		_ = s.Send(&testgrpc.StreamingOutputCallResponse{})
+		<-s.Context().Done()
+		return s.Context().Err()
+	})
+	addr, _ := serve(t, f)
+	// The defaults' 50ms overall timeout must not cut streams; the method's
+	// own perAttempt of 100ms does.
+	client, _, _ := dial(t, addr, `
+defaults:
+  timeout: { perAttempt: 20ms, overall: 50ms }
+services:
+  grpc.testing.TestService:
+    methods:
+      StreamingOutputCall: { timeout: { perAttempt: 100ms } }
+`)
+	start := time.Now()
+	s, err := client.StreamingOutputCall(t.Context(), sendParams(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := recvAll(s)
+	if n != 1 || status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("got %d messages and %v, want 1 and DEADLINE_EXCEEDED", n, err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("the stream was cut after %v, before its method's own 100ms: an inherited timeout applied", d)
+	}
 }

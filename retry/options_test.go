@@ -55,4 +55,7 @@ func TestInvalidOptionsAreErrorsThatNameThem(t *testing.T) {
 			t.Errorf("NewThrottle(%v, %v) = %v, want %q", tt.max, tt.ratio, err, tt.msg)
 		}
 	}
+	if _, err := retry.NewThrottle(0, 0.1); strings.Contains(err.Error(), "tokenRatio") {
+		t.Errorf("a bad maxTokens also blames tokenRatio: %v", err)
+	}
 }

@@ -32,7 +32,8 @@ func NewThrottle(maxTokens, tokenRatio float64) (*Throttle, error) {
 	if !(maxTokens > 0 && maxTokens <= 1000) {
 		errs = append(errs, &resilience.OptionError{Option: "maxTokens", Value: maxTokens, Problem: "must be in (0, 1000]"})
 	}
-	if !(tokenRatio > 0 && tokenRatio <= maxTokens) || tokenRatio < 0.001 {
+	maxOK := maxTokens > 0 && maxTokens <= 1000
+	if !(tokenRatio >= 0.001) || (maxOK && tokenRatio > maxTokens) {
 		errs = append(errs, &resilience.OptionError{Option: "tokenRatio", Value: tokenRatio, Problem: "must be at least 0.001 and at most maxTokens"})
 	}
 	if err := errors.Join(errs...); err != nil {
