@@ -72,6 +72,20 @@ func BenchmarkGRPCUnaryTCP(b *testing.B) {
 	}
 	b.Run("bare", func(b *testing.B) { benchClient(b, dial(b)) })
 	b.Run("meshless", func(b *testing.B) { benchClient(b, dial(b, newChain(b).DialOptions()...)) })
+	b.Run("bare-per-call-timeout", func(b *testing.B) {
+		// A careful client without meshless: a 1s timeout on every call, as
+		// meshless's default per-attempt timeout sets.
+		client := testgrpc.NewTestServiceClient(dial(b))
+		req := &testgrpc.SimpleRequest{}
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if _, err := client.UnaryCall(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			cancel()
+		}
+	})
 	b.Run("meshless-no-timeouts", func(b *testing.B) {
 		cfg, _ := grpcmw.ParseConfig([]byte("defaults: { timeout: { enabled: false } }"))
 		chain, _ := grpcmw.New(cfg)
