@@ -140,14 +140,7 @@ func TestDefaultOrderEventSequence(t *testing.T) {
 			}
 			return nil
 		})
-		var got []string
-		for _, r := range obs.Recorded() {
-			s := r.Source.Kind.String()
-			if r.Source.Scope != "" {
-				s += "/" + r.Source.Scope
-			}
-			got = append(got, s+":"+r.Event.Type.String())
-		}
+		got := obs.Trace()
 		want := []string{
 			"bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry",
 			"bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry_done",

@@ -34,3 +34,14 @@ func ExampleObserver() {
 	}
 	// Output: CLOSED -> OPEN
 }
+
+// Trace lists what policies reported, in order.
+func ExampleObserver_Trace() {
+	var obs resiliencetest.Observer
+	br := obs.Attach(resilience.Source{Kind: resilience.KindCircuitBreaker})
+	to := obs.Attach(resilience.Source{Kind: resilience.KindTimeout, Scope: "attempt"})
+	to.Record(context.Background(), resilience.Event{Type: resilience.EventCall})
+	br.Record(context.Background(), resilience.Event{Type: resilience.EventCall})
+	fmt.Println(obs.Trace())
+	// Output: [timeout/attempt:call circuit_breaker:call]
+}

@@ -64,6 +64,23 @@ func (o *Observer) Recorded() []Recorded {
 	return append([]Recorded(nil), o.events...)
 }
 
+// Trace returns the events received so far as "kind/scope:type" strings, in
+// order ("retry:attempt", "timeout/overall:call"), for tests that check the
+// order in which policies report.
+func (o *Observer) Trace() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]string, 0, len(o.events))
+	for _, r := range o.events {
+		s := r.Source.Kind.String()
+		if r.Source.Scope != "" {
+			s += "/" + r.Source.Scope
+		}
+		out = append(out, s+":"+r.Event.Type.String())
+	}
+	return out
+}
+
 // Reset forgets the events received so far (not the sources).
 func (o *Observer) Reset() {
 	o.mu.Lock()
