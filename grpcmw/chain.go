@@ -55,7 +55,8 @@ type bulkheadEntry struct {
 
 // method is one method's resolved policy set; nil fields are switched off.
 type method struct {
-	name       string // "pkg.Svc/Method", for observers
+	name       string              // "pkg.Svc/Method", for observers
+	call       resilience.Recorder // the logical call's events (KindCall); nil without an observer
 	overall    *timeout.Timeout
 	retry      *retry.Retry
 	breaker    *breakerEntry
@@ -172,6 +173,9 @@ func (c *Chain) build(st *state, fullMethod string) *method {
 	eff := resolve(level{"defaults", &st.cfg.Defaults}, level{spath, sp}, level{mpath, mp})
 	m := &method{name: svc + "/" + name}
 	o := &c.opts
+	if !o.serverSide {
+		m.call = resilience.Attach(o.observer, resilience.Source{Kind: resilience.KindCall, Name: m.name})
+	}
 
 	key, shared := svc, svcEff
 	if *svcEff.CircuitBreaker.KeyBy == KeyByMethod {
@@ -417,6 +421,16 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 // becomes a context only when a retry follows. A call that succeeds at once
 // derives one deadline context instead of two.
 func (m *method) run(ctx context.Context, call attempter) error {
+	if m.call != nil {
+		start := time.Now()
+		err := m.runPolicies(ctx, call)
+		m.call.Record(ctx, resilience.Event{Type: resilience.EventCall, Duration: time.Since(start), Err: err, Outcome: m.classes.outcome(err)})
+		return err
+	}
+	return m.runPolicies(ctx, call)
+}
+
+func (m *method) runPolicies(ctx context.Context, call attempter) error {
 	var err error
 	switch {
 	case m.overall == nil:

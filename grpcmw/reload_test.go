@@ -153,7 +153,7 @@ defaults:
 	want := []string{
 		"bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry",
 		"bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry_done",
-		"timeout/overall:call",
+		"timeout/overall:call", "call:call",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("events:\n%v\nwant:\n%v", got, want)
@@ -163,7 +163,7 @@ defaults:
 		names = append(names, s.Kind.String()+"="+s.Name)
 	}
 	slices.Sort(names)
-	wantNames := []string{"bulkhead=grpc.testing.TestService", "circuit_breaker=grpc.testing.TestService", "retry=grpc.testing.TestService/UnaryCall", "timeout=grpc.testing.TestService/UnaryCall", "timeout=grpc.testing.TestService/UnaryCall"}
+	wantNames := []string{"bulkhead=grpc.testing.TestService", "call=grpc.testing.TestService/UnaryCall", "circuit_breaker=grpc.testing.TestService", "retry=grpc.testing.TestService/UnaryCall", "timeout=grpc.testing.TestService/UnaryCall", "timeout=grpc.testing.TestService/UnaryCall"}
 	if !slices.Equal(names, wantNames) {
 		t.Fatalf("sources %v, want %v", names, wantNames)
 	}

@@ -15,6 +15,10 @@ const (
 	KindTimeout
 	// KindOther is any other policy, such as an adapted failsafe-go policy.
 	KindOther
+	// KindCall is not a policy but a logical call as a whole, all attempts
+	// and backoffs included: grpcmw reports one EventCall per call, with
+	// its duration and final error (for meshless.call.duration).
+	KindCall
 )
 
 // String returns "circuit_breaker", "retry", "bulkhead", "timeout" or "other".
@@ -30,6 +34,8 @@ func (k Kind) String() string {
 		return "timeout"
 	case KindOther:
 		return "other"
+	case KindCall:
+		return "call"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
