@@ -424,7 +424,8 @@ func (m *method) run(ctx context.Context, call attempter) error {
 	if m.call != nil {
 		start := time.Now()
 		err := m.runPolicies(ctx, call)
-		m.call.Record(ctx, resilience.Event{Type: resilience.EventCall, Duration: time.Since(start), Err: err, Outcome: m.classes.outcome(err)})
+		m.call.Record(ctx, resilience.Event{Type: resilience.EventCall, Duration: time.Since(start), Err: err,
+			Outcome: m.classes.outcome(err), ErrorType: errorType(err)})
 		return err
 	}
 	return m.runPolicies(ctx, call)

@@ -3,6 +3,7 @@ package grpcmw_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -354,5 +355,28 @@ func TestCallerCancellationIsIgnored(t *testing.T) {
 	cb, _ := chain.Breaker(testService)
 	if m := cb.Metrics(); m.Calls != 0 || cb.State() != circuitbreaker.StateClosed {
 		t.Fatalf("cancelled calls entered the window: %+v", m)
+	}
+}
+
+func TestCallEventsNameTheErrorType(t *testing.T) {
+	f := new(faultServer)
+	addr, _ := serve(t, f)
+	obs := new(resiliencetest.Observer)
+	client, chain, _ := dial(t, addr, breakerOnly, grpcmw.WithObserver(obs))
+	f.setUnary(failing(codes.NotFound))
+	_, _ = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+	f.unary.Store(nil)
+	_, _ = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+	cb, _ := chain.Breaker(testService)
+	cb.ForceOpen()
+	_, _ = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+	var got []string
+	for _, r := range obs.Recorded() {
+		if r.Source.Kind == resilience.KindCall {
+			got = append(got, r.Event.ErrorType)
+		}
+	}
+	if want := []string{"NOT_FOUND", "", "circuit_open"}; !slices.Equal(got, want) {
+		t.Fatalf("error types %q, want %q", got, want)
 	}
 }

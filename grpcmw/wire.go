@@ -197,3 +197,20 @@ func (e *pushbackError) GRPCStatus() *status.Status {
 	st, _ := status.FromError(e.error)
 	return st
 }
+
+// errorType names an error for metrics: circuit_open or bulkhead_full for a
+// local rejection, else the gRPC code's name; "" for nil.
+func errorType(err error) string {
+	if err == nil {
+		return ""
+	}
+	var re *RejectionError
+	if errors.As(err, &re) {
+		if errors.Is(re.err, circuitbreaker.ErrOpen) {
+			return "circuit_open"
+		}
+		return "bulkhead_full"
+	}
+	code, _ := codeOf(err)
+	return codeName(code)
+}

@@ -179,8 +179,13 @@ type Event struct {
 	From, To, State CircuitState
 	// Reason says why a transition happened.
 	Reason Reason
-	// Err is the error of a rejection.
+	// Err is the error of a rejection, an attempt or a call.
 	Err error
+	// ErrorType names a failed call's error for metrics (OpenTelemetry's
+	// error.type): grpcmw sets the gRPC code's name ("UNAVAILABLE") or
+	// "circuit_open" / "bulkhead_full" for its own rejections on KindCall
+	// events; "" when the call succeeded.
+	ErrorType string
 }
 
 // CircuitState is a circuit breaker's state. Package circuitbreaker
