@@ -1,0 +1,254 @@
+package otelmw
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// Each recorder holds the option slices of its source's events, built by
+// Attach; Record picks one and records. None allocates per event except
+// the span events of the failure path.
+
+const nStates = len(resilience.CircuitStates)
+
+// breakerRecorder records a circuit breaker's calls, rejections and
+// transitions.
+type breakerRecorder struct {
+	o        *Observer
+	name     string
+	base     []attribute.KeyValue     // the breaker's name
+	calls    [3][2][]metric.AddOption // [outcome][slow]
+	rejected []metric.AddOption
+	// trans holds the option slice of each (from, to) pair, built on the
+	// pair's first transition: most pairs never happen.
+	trans [nStates][nStates]atomic.Pointer[[]metric.AddOption]
+}
+
+var outcomeValues = [...]string{resilience.Success: "success", resilience.Failure: "failure", resilience.Ignored: "ignored"}
+
+func newBreakerRecorder(o *Observer, name string) *breakerRecorder {
+	r := &breakerRecorder{o: o, name: name, base: []attribute.KeyValue{attrBreakerName.String(name)}}
+	for oc, v := range outcomeValues {
+		for slow := range 2 {
+			r.calls[oc][slow] = addOpts(r.base, attrBreakerOutcome.String(v), attrSlow.Bool(slow == 1))
+		}
+	}
+	r.rejected = addOpts(r.base, attrBreakerOutcome.String("rejected"), attrSlow.Bool(false))
+	return r
+}
+
+func (r *breakerRecorder) Record(ctx context.Context, e resilience.Event) {
+	switch e.Type {
+	case resilience.EventCall:
+		if int(e.Outcome) < len(r.calls) {
+			slow := 0
+			if e.Slow {
+				slow = 1
+			}
+			r.o.breakerCalls.Add(ctx, 1, r.calls[e.Outcome][slow]...)
+		}
+	case resilience.EventRejection:
+		r.o.breakerCalls.Add(ctx, 1, r.rejected...)
+		if r.o.cfg.spanEvents {
+			breakerRejectionEvent(ctx, r.name, e)
+		}
+	case resilience.EventTransition:
+		r.o.breakerTransitions.Add(ctx, 1, r.transition(e.From, e.To)...)
+	}
+}
+
+func (r *breakerRecorder) transition(from, to resilience.CircuitState) []metric.AddOption {
+	if int(from) >= nStates || int(to) >= nStates {
+		// A state this package does not know: build its set each time.
+		return addOpts(r.base, attrPreviousState.String(stateValue(from)), attrState.String(stateValue(to)))
+	}
+	p := &r.trans[from][to]
+	if opts := p.Load(); opts != nil {
+		return *opts
+	}
+	opts := addOpts(r.base, attrPreviousState.String(stateValue(from)), attrState.String(stateValue(to)))
+	p.CompareAndSwap(nil, &opts)
+	return *p.Load()
+}
+
+// bulkheadRecorder records a bulkhead's admissions, rejections and
+// releases.
+type bulkheadRecorder struct {
+	o                          *Observer
+	name                       string
+	base                       []attribute.KeyValue // the bulkhead's name
+	active                     []metric.AddOption
+	admitted, rejected         []metric.AddOption
+	waitAdmitted, waitRejected []metric.RecordOption
+}
+
+func newBulkheadRecorder(o *Observer, name string) *bulkheadRecorder {
+	base := []attribute.KeyValue{attrBulkheadName.String(name)}
+	admitted, rejected := attrBulkheadOut.String("admitted"), attrBulkheadOut.String("rejected")
+	return &bulkheadRecorder{
+		o: o, name: name, base: base,
+		active:       addOpts(base),
+		admitted:     addOpts(base, admitted),
+		rejected:     addOpts(base, rejected),
+		waitAdmitted: recordOpts(base, admitted),
+		waitRejected: recordOpts(base, rejected),
+	}
+}
+
+func (r *bulkheadRecorder) Record(ctx context.Context, e resilience.Event) {
+	switch e.Type {
+	case resilience.EventAcquired:
+		r.o.bulkheadCalls.Add(ctx, 1, r.admitted...)
+		r.o.bulkheadActive.Add(ctx, 1, r.active...)
+		if e.Duration > 0 {
+			r.o.bulkheadWait.Record(ctx, e.Duration.Seconds(), r.waitAdmitted...)
+		}
+	case resilience.EventReleased:
+		r.o.bulkheadActive.Add(ctx, -1, r.active...)
+	case resilience.EventRejection:
+		r.o.bulkheadCalls.Add(ctx, 1, r.rejected...)
+		if e.Duration > 0 {
+			r.o.bulkheadWait.Record(ctx, e.Duration.Seconds(), r.waitRejected...)
+		}
+		if r.o.cfg.spanEvents {
+			bulkheadRejectionEvent(ctx, r.name, e)
+		}
+	}
+}
+
+// retryRecorder records a retry policy's attempts and logical calls.
+type retryRecorder struct {
+	o        *Observer
+	method   string // as the source named it, for span events
+	attempts []metric.AddOption
+	calls    [4][]metric.AddOption // success/failed × without/with retry
+}
+
+var retryOutcomeValues = [4]string{"success_without_retry", "success_with_retry", "failed_without_retry", "failed_with_retry"}
+
+func newRetryRecorder(o *Observer, method string) *retryRecorder {
+	base := o.methodAttrs(method)
+	r := &retryRecorder{o: o, method: method, attempts: addOpts(base)}
+	for i, v := range retryOutcomeValues {
+		r.calls[i] = addOpts(base, attrRetryOutcome.String(v))
+	}
+	return r
+}
+
+func (r *retryRecorder) Record(ctx context.Context, e resilience.Event) {
+	switch e.Type {
+	case resilience.EventAttempt:
+		r.o.retryAttempts.Add(ctx, 1, r.attempts...)
+	case resilience.EventRetryDone:
+		// A call succeeded when its final outcome is a Success (OK, or a
+		// healthy answer such as NOT_FOUND as grpcmw classifies it); a
+		// failure or an ignored outcome (cancelled, rejected) failed it.
+		i := 0
+		if e.Outcome != resilience.Success {
+			i = 2
+		}
+		if e.Attempt > 1 {
+			i++
+		}
+		r.o.retryCalls.Add(ctx, 1, r.calls[i]...)
+	case resilience.EventRetry:
+		if r.o.cfg.spanEvents {
+			retryEvent(ctx, r.method, e)
+		}
+	}
+}
+
+// timeoutRecorder records a timeout's calls.
+type timeoutRecorder struct {
+	o                   *Observer
+	completed, timedOut []metric.AddOption
+}
+
+func newTimeoutRecorder(o *Observer, method, scope string) *timeoutRecorder {
+	if scope == "" {
+		scope = "attempt" // package timeout's default scope
+	}
+	base := append(o.methodAttrs(method), attrTimeoutKind.String(scope))
+	return &timeoutRecorder{
+		o:         o,
+		completed: addOpts(base, attrTimeoutOut.String("completed")),
+		timedOut:  addOpts(base, attrTimeoutOut.String("timed_out")),
+	}
+}
+
+func (r *timeoutRecorder) Record(ctx context.Context, e resilience.Event) {
+	if e.Type != resilience.EventCall {
+		return
+	}
+	if e.TimedOut {
+		r.o.timeoutCalls.Add(ctx, 1, r.timedOut...)
+	} else {
+		r.o.timeoutCalls.Add(ctx, 1, r.completed...)
+	}
+}
+
+// callRecorder records the duration of a method's logical calls.
+type callRecorder struct {
+	o    *Observer
+	base []attribute.KeyValue // rpc.system.name, rpc.method
+	ok   []metric.RecordOption
+	// errs maps each error.type value seen to its option slice. It is
+	// replaced whole (copy on write, under mu) when a value is first seen, so
+	// that reading it takes no lock; at most maxErrorTypes values, then
+	// "_OTHER".
+	mu   sync.Mutex
+	errs atomic.Pointer[map[string][]metric.RecordOption]
+}
+
+func newCallRecorder(o *Observer, method string) *callRecorder {
+	base := append([]attribute.KeyValue{attrRPCSystem.String("grpc")}, o.methodAttrs(method)...)
+	r := &callRecorder{o: o, base: base, ok: recordOpts(base)}
+	r.errs.Store(&map[string][]metric.RecordOption{})
+	return r
+}
+
+func (r *callRecorder) Record(ctx context.Context, e resilience.Event) {
+	if e.Type != resilience.EventCall {
+		return
+	}
+	opts := r.ok
+	switch {
+	case e.ErrorType != "":
+		opts = r.errorOpts(e.ErrorType)
+	case e.Err != nil:
+		opts = r.errorOpts(otherValue) // a failed call its sender did not name
+	}
+	r.o.callDuration.Record(ctx, e.Duration.Seconds(), opts...)
+}
+
+func (r *callRecorder) errorOpts(errorType string) []metric.RecordOption {
+	if opts, ok := (*r.errs.Load())[errorType]; ok {
+		return opts
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := *r.errs.Load()
+	if opts, ok := cur[errorType]; ok {
+		return opts
+	}
+	if len(cur) >= maxErrorTypes {
+		errorType = otherValue
+		if opts, ok := cur[errorType]; ok {
+			return opts
+		}
+	}
+	opts := recordOpts(r.base, attrErrorType.String(errorType))
+	next := make(map[string][]metric.RecordOption, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	next[errorType] = opts
+	r.errs.Store(&next)
+	return opts
+}
