@@ -159,3 +159,19 @@ func sameValues(t testing.TB, name string, got, want map[string]float64) {
 		}
 	}
 }
+
+// histPoints returns the count of each data point of any histogram.
+func histPoints(m metricdata.Metrics) []uint64 {
+	var out []uint64
+	switch d := m.Data.(type) {
+	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Count)
+		}
+	case metricdata.Histogram[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Count)
+		}
+	}
+	return out
+}
