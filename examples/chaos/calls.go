@@ -1,7 +1,5 @@
-// This file holds both ends of a call: the dependency, an in-process stand-in
-// for a remote service whose behaviour a schedule of phases moves from healthy
-// to failing to hanging and back; and the clients that call it, each counting
-// its own calls.
+// This file holds the clients, each with its own backend, and their count of
+// calls.
 
 package main
 
@@ -13,193 +11,137 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/resilience"
 )
 
-// behaviour is how the dependency answers during a phase.
-type behaviour int32
-
-const (
-	healthy behaviour = iota // answers after a short latency
-	failing                  // answers at once with errUnavailable
-	hanging                  // never answers: the call waits for its context to end
-)
-
-func (b behaviour) String() string {
-	switch b {
-	case healthy:
-		return "healthy"
-	case failing:
-		return "failing"
-	case hanging:
-		return "hanging"
-	}
-	return fmt.Sprintf("behaviour(%d)", int32(b))
-}
-
-// errUnavailable is what a failing dependency answers.
-var errUnavailable = errors.New("unavailable")
-
-// dependency is what the clients call: in a real service a gRPC or HTTP
-// backend; here an in-process fake whose behaviour the chaos schedule sets.
-// It is safe for concurrent use.
-type dependency struct {
-	latency time.Duration // how long a healthy answer takes
-	mode    atomic.Int32  // a behaviour
-}
-
-func newDependency(latency time.Duration) *dependency {
-	return &dependency{latency: latency}
-}
-
-// set changes how the dependency answers the calls that start from now on.
-func (d *dependency) set(b behaviour) { d.mode.Store(int32(b)) }
-
-// Call is one request to the dependency. It honours ctx as a well-behaved
-// client library does: when ctx ends first, Call returns ctx.Err().
-func (d *dependency) Call(ctx context.Context) error {
-	switch behaviour(d.mode.Load()) {
-	case failing:
-		return errUnavailable
-	case hanging:
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	t := time.NewTimer(d.latency)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// phase is one step of the chaos schedule.
-type phase struct {
-	Behaviour behaviour
-	Duration  time.Duration
-}
-
-func (p phase) String() string { return p.Behaviour.String() }
-
-// describe says, for the story, what the dependency does in the phase.
-func (p phase) describe(latency time.Duration) string {
-	switch p.Behaviour {
-	case healthy:
-		return fmt.Sprintf("the dependency answers in %v", latency)
-	case failing:
-		return fmt.Sprintf("the dependency answers %q at once", errUnavailable)
-	case hanging:
-		return "the dependency accepts calls and never answers"
-	}
-	return ""
-}
-
-// schedule is the sequence of phases, run one after the other.
-type schedule []phase
-
-// at returns the index of the phase that runs at elapsed since the start, or
-// len(s) once the schedule is over. Phases of zero length are skipped.
-func (s schedule) at(elapsed time.Duration) int {
-	var end time.Duration
-	for i, p := range s {
-		end += p.Duration
-		if elapsed < end {
-			return i
-		}
-	}
-	return len(s)
-}
-
-// total is the length of the whole schedule.
-func (s schedule) total() time.Duration {
-	var d time.Duration
-	for _, p := range s {
-		d += p.Duration
-	}
-	return d
-}
-
-// lengthOf is how long the schedule has the dependency behave as b.
-func (s schedule) lengthOf(b behaviour) time.Duration {
-	var d time.Duration
-	for _, p := range s {
-		if p.Behaviour == b {
-			d += p.Duration
-		}
-	}
-	return d
-}
-
-// client is one way of calling the dependency: a column of the story.
-// Adding a client (retries, a bulkhead...) is adding one to newClients.
+// client is one way of calling a backend: a column of the story.
 type client struct {
-	name  string
-	about string           // one line for the story's header
-	dep   *dependency      // its own instance, so that its load is its own
-	chain resilience.Chain // the policies around each call, outermost first
-	st    *stats
+	name     string
+	about    string        // one line for the story's header
+	backend  *backend      // its own, so that its load is its own
+	deadline time.Duration // set on each call's context; 0: none
+	conn     *grpc.ClientConn
+	stub     testgrpc.TestServiceClient
+	st       *stats
 }
 
-// newClients builds the clients; obs receives their policies' events.
-func newClients(cfg config, obs resilience.Observer) ([]*client, error) {
-	cb, err := circuitbreaker.New(append(cfg.Breaker.options(),
-		circuitbreaker.WithName("meshless"),
-		circuitbreaker.WithObserver(obs),
-	)...)
+// newClients starts a backend for each client and connects the clients; obs
+// receives the meshless chain's events.
+func newClients(cfg config, obs resilience.Observer) (cs []*client, err error) {
+	defer func() {
+		if err != nil {
+			closeClients(cs)
+			cs = nil
+		}
+	}()
+	chain, err := grpcmw.New(cfg.Client, grpcmw.WithObserver(obs))
 	if err != nil {
 		return nil, err
 	}
-	n := len(cfg.Schedule)
-	return []*client{{
-		name:  "bare",
-		about: fmt.Sprintf("a %v timeout per call, nothing else", cfg.Timeout),
-		dep:   newDependency(cfg.Latency),
-		chain: resilience.NewChain(),
-		st:    newStats(n),
-	}, {
-		name:  "meshless",
-		about: "the same, behind a meshless circuit breaker",
-		dep:   newDependency(cfg.Latency),
-		chain: resilience.NewChain(cb),
-		st:    newStats(n),
-	}}, nil
+	for _, c := range []struct {
+		name, about string
+		deadline    time.Duration
+		opts        []grpc.DialOption
+	}{
+		{"bare", fmt.Sprintf("a plain gRPC client, a %v deadline per call, nothing else", cfg.Timeout), cfg.Timeout, nil},
+		{"meshless", "the same calls through a meshless chain (client.yaml below)", 0, chain.DialOptions()},
+	} {
+		b, err := startBackend(cfg.Latency, cfg.Overloaded, cfg.ShedEvery)
+		if err != nil {
+			return cs, err
+		}
+		cl := &client{name: c.name, about: c.about, backend: b, deadline: c.deadline, st: newStats(len(cfg.Schedule))}
+		cs = append(cs, cl)
+		opts := append(c.opts,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			// Added after the chain's, so it runs once per attempt.
+			grpc.WithChainUnaryInterceptor(countAttempts),
+		)
+		if c.opts != nil {
+			opts = append(opts, grpc.WithDisableRetry()) // meshless retries; gRPC's own must not
+		}
+		if cl.conn, err = grpc.NewClient(b.addr, opts...); err != nil {
+			return cs, err
+		}
+		cl.conn.Connect()
+		cl.stub = testgrpc.NewTestServiceClient(cl.conn)
+	}
+	return cs, nil
 }
 
-// call makes one call through c's policies, with a deadline of timeout on
-// the call to the dependency itself, and records it under phase p.
-func (c *client) call(ctx context.Context, p int, timeout time.Duration) {
+// closeClients closes the clients' connections, then stops their backends.
+func closeClients(cs []*client) {
+	for _, c := range cs {
+		if c.conn != nil {
+			c.conn.Close()
+		}
+		c.backend.stop()
+	}
+}
+
+// attemptsKey is the context key of a call's count of requests sent.
+type attemptsKey struct{}
+
+// countAttempts counts each request that goes out to the backend: once per
+// attempt, after every policy of the chain let it through.
+func countAttempts(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if n, ok := ctx.Value(attemptsKey{}).(*atomic.Int32); ok {
+		n.Add(1)
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// call makes one call and records it under phase p.
+func (c *client) call(ctx context.Context, p int, req *testgrpc.SimpleRequest) {
 	defer c.st.end()
-	reached := false
-	start := time.Now()
-	err := c.chain.Execute(ctx, func(ctx context.Context) error {
-		reached = true
-		ctx, cancel := context.WithTimeout(ctx, timeout)
+	var sent atomic.Int32
+	ctx = context.WithValue(ctx, attemptsKey{}, &sent)
+	if c.deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.deadline)
 		defer cancel()
-		return c.dep.Call(ctx)
-	})
-	c.st.record(p, time.Since(start), reached, err)
+	}
+	start := time.Now()
+	_, err := c.stub.UnaryCall(ctx, req)
+	c.st.record(p, time.Since(start), int(sent.Load()), err)
 }
 
-// tally counts calls. Calls = Reached + Rejected once every call is over;
-// Reached = OK + Failed.
+// tally counts calls. Calls = OK + NotFound + Failed + Open + Full once every
+// call is over.
 type tally struct {
 	Calls    int // started
-	Reached  int // got to the dependency
+	Reached  int // requests the backend received: attempts, retries included
 	OK       int
-	Failed   int
-	Rejected int // refused by a policy without reaching the dependency
+	NotFound int // the backend's business answer
+	Failed   int // any other error from the backend, or its deadline
+	Open     int // refused by the breaker (CIRCUIT_OPEN), nothing sent
+	Full     int // refused by the bulkhead (BULKHEAD_FULL), nothing sent
 }
 
 func (t *tally) add(u tally) {
 	t.Calls += u.Calls
 	t.Reached += u.Reached
 	t.OK += u.OK
+	t.NotFound += u.NotFound
 	t.Failed += u.Failed
-	t.Rejected += u.Rejected
+	t.Open += u.Open
+	t.Full += u.Full
 }
+
+// Rejected is the calls the client refused itself.
+func (t tally) Rejected() int { return t.Open + t.Full }
+
+// Answered is the calls the backend answered as a healthy backend does.
+func (t tally) Answered() int { return t.OK + t.NotFound }
 
 // stats is one client's record of its calls, per phase of the schedule.
 type stats struct {
@@ -225,19 +167,20 @@ func (s *stats) begin(p int) {
 	s.mu.Unlock()
 }
 
-// record counts how a call started in phase p ended.
-func (s *stats) record(p int, d time.Duration, reached bool, err error) {
-	var t tally
+// record counts how a call started in phase p ended, after sent requests.
+func (s *stats) record(p int, d time.Duration, sent int, err error) {
+	t := tally{Reached: sent}
 	switch {
 	case err == nil:
 		t.OK = 1
-	case resilience.IsRejection(err):
-		t.Rejected = 1
+	case errors.Is(err, circuitbreaker.ErrOpen):
+		t.Open = 1
+	case errors.Is(err, bulkhead.ErrFull):
+		t.Full = 1
+	case status.Code(err) == codes.NotFound:
+		t.NotFound = 1
 	default:
 		t.Failed = 1
-	}
-	if reached {
-		t.Reached = 1
 	}
 	s.mu.Lock()
 	s.phases[p].add(t)

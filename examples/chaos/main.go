@@ -1,28 +1,40 @@
-// Command chaos shows what a circuit breaker does for a client whose
-// dependency goes bad.
+// Command chaos shows what meshless does for a gRPC client whose backend
+// goes bad.
 //
-// Two clients call the same kind of dependency at the same rate, side by
-// side, each call in its own goroutine as a server handling requests would:
+// Two clients call their own gRPC backend (an in-process grpc.testing
+// TestService over loopback TCP) at the same rate, side by side, each call in
+// its own goroutine as a server handling requests would:
 //
-//   - bare calls it with a per-call timeout and nothing else;
-//   - meshless makes the same call through a meshless circuit breaker.
+//   - bare is a plain gRPC client with a per-call deadline and nothing else;
+//   - meshless makes the same calls through a grpcmw chain configured by
+//     client.yaml (printed at the start): circuit breaker, retries, bulkhead
+//     and timeouts.
 //
-// The dependency runs through a schedule of phases: healthy, failing (it
-// answers "unavailable" at once), hanging (it never answers) and healthy
-// again. The program prints the breaker's transitions and a status line per
-// second as it goes, then a summary: how many calls reached the dependency,
-// how fast the clients answered, and how many goroutines piled up while the
-// dependency hung.
+// Half of the calls look up an item that does not exist, and a healthy
+// backend answers them NOT_FOUND: a business answer, which must never open a
+// breaker. The backends run through a schedule of phases: healthy; overloaded
+// (every answer takes 120ms, and one request in five fails with UNAVAILABLE);
+// failing (UNAVAILABLE at once); hanging (never answers); healthy again. The
+// program prints the breaker's transitions and a status line per second, then
+// a comparison: calls, what reached the backend, outcomes, latency and the
+// goroutines that piled up while the backend hung.
 //
-//	go run ./examples/chaos            # about 13 seconds
-//	go run ./examples/chaos -phase 1s  # every phase 1s long
-//	go run ./examples/chaos -help      # phases, rate, timeout
+// The meshless client's metrics (package otelmw, through the OpenTelemetry
+// Prometheus exporter) are served on http://127.0.0.1:9464/metrics while the
+// program runs; docs/operations.md shows them in Grafana.
 //
-// Everything runs in one process on the real clock; nothing is listened on.
+//	go run ./examples/chaos                  # about 15 seconds
+//	go run ./examples/chaos -phase 1s        # every phase 1s long
+//	go run ./examples/chaos -serve           # keep serving /metrics after the run, until Ctrl-C
+//	go run ./examples/chaos -metrics ""      # no metrics endpoint
+//	go run ./examples/chaos -help            # phases, rate, timeout
+//
+// Everything listens on 127.0.0.1 only.
 package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,68 +42,71 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
-	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/resilience"
 )
 
+// clientYAML configures the meshless client.
+//
+//go:embed client.yaml
+var clientYAML string
+
 // config is one run of the scenario.
 type config struct {
-	Schedule schedule
-	Rate     int           // calls per second, per client
-	Timeout  time.Duration // the deadline of each call
-	Latency  time.Duration // how long a healthy dependency takes to answer
-	Breaker  breakerConfig // the meshless client's breaker
-	Quiet    bool          // print the summary only
+	Schedule   schedule
+	Rate       int           // calls per second, per client
+	Timeout    time.Duration // the bare client's deadline per call
+	Latency    time.Duration // how long a healthy backend takes to answer
+	Overloaded time.Duration // how long an overloaded backend takes to answer
+	ShedEvery  int           // an overloaded backend fails one request in ShedEvery
+	Client     *grpcmw.Config
+	ClientYAML string // the meshless client's configuration, as printed
+	Observer   resilience.Observer
+	Quiet      bool // print the summary only
 }
 
-// breakerConfig is the meshless client's circuit breaker: a small window, so
-// that it reacts within a few dozen calls.
-type breakerConfig struct {
-	Window      int           // COUNT_BASED sliding window, in calls
-	MinCalls    int           // no decision with fewer calls in the window
-	FailureRate float64       // open at or above this failure rate, in percent
-	SlowCall    time.Duration // a call slower than this is slow
-	SlowRate    float64       // open at or above this slow-call rate, in percent
-	OpenWait    time.Duration // stay open this long (doubled on each re-open)
-	Probes      int           // calls let through in HALF_OPEN
-}
-
-func (b breakerConfig) options() []circuitbreaker.Option {
-	return []circuitbreaker.Option{
-		circuitbreaker.WithSlidingWindowType(circuitbreaker.CountBased),
-		circuitbreaker.WithSlidingWindowSize(b.Window),
-		circuitbreaker.WithMinimumNumberOfCalls(b.MinCalls),
-		circuitbreaker.WithFailureRateThreshold(b.FailureRate),
-		circuitbreaker.WithSlowCallDurationThreshold(b.SlowCall),
-		circuitbreaker.WithSlowCallRateThreshold(b.SlowRate),
-		circuitbreaker.WithWaitDurationInOpenState(b.OpenWait),
-		circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(b.Probes),
+func defaultConfig() (config, error) {
+	client, err := grpcmw.ParseConfig([]byte(clientYAML))
+	if err != nil {
+		return config{}, fmt.Errorf("client.yaml: %w", err)
 	}
-}
-
-func defaultConfig() config {
 	return config{
 		Schedule: schedule{
 			{healthy, 2 * time.Second},
+			{overloaded, 3 * time.Second},
 			{failing, 3 * time.Second},
 			{hanging, 4 * time.Second},
-			{healthy, 4 * time.Second},
+			{healthy, 3 * time.Second},
 		},
-		Rate:    200,
-		Timeout: 500 * time.Millisecond,
-		Latency: 2 * time.Millisecond,
-		Breaker: breakerConfig{
-			Window:      20,
-			MinCalls:    10,
-			FailureRate: 50,
-			SlowCall:    300 * time.Millisecond,
-			SlowRate:    50,
-			OpenWait:    time.Second,
-			Probes:      3,
-		},
+		Rate:       200,
+		Timeout:    500 * time.Millisecond,
+		Latency:    2 * time.Millisecond,
+		Overloaded: 120 * time.Millisecond,
+		ShedEvery:  5,
+		Client:     client,
+		ClientYAML: clientYAML,
+	}, nil
+}
+
+// setTimeout makes d the bare client's deadline and the meshless client's
+// per-attempt timeout, with an overall timeout of 2d.
+func (c *config) setTimeout(d time.Duration) error {
+	c.Timeout = d
+	t := c.Client.Defaults.Timeout
+	if t == nil {
+		t = new(grpcmw.Timeout)
+		c.Client.Defaults.Timeout = t
 	}
+	t.PerAttempt, t.Overall = grpcmw.Dur(d), grpcmw.Dur(2*d)
+	out, err := c.Client.Marshal()
+	if err != nil {
+		return err
+	}
+	c.ClientYAML = fmt.Sprintf("# client.yaml, with -timeout %v\n%s", d, out)
+	return nil
 }
 
 func (c config) validate() error {
@@ -102,6 +117,9 @@ func (c config) validate() error {
 	if c.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("timeout must be positive, got %v", c.Timeout))
 	}
+	if c.ShedEvery < 2 {
+		errs = append(errs, fmt.Errorf("an overloaded backend must fail one request in 2 or more, got %d", c.ShedEvery))
+	}
 	for _, p := range c.Schedule {
 		if p.Duration < 0 {
 			errs = append(errs, fmt.Errorf("the %s phase must not be negative, got %v", p, p.Duration))
@@ -110,55 +128,91 @@ func (c config) validate() error {
 	if c.Schedule.total() <= 0 {
 		errs = append(errs, errors.New("the phases must last some time"))
 	}
+	if err := c.Client.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
 func main() {
-	cfg := defaultConfig()
+	cfg, err := defaultConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), "usage: go run ./examples/chaos [flags]\n\n"+
-			"Two clients call a dependency that turns healthy, failing, hanging, then healthy again:\n"+
-			"one with a timeout alone, one behind a meshless circuit breaker. Flags:\n\n")
+			"Two gRPC clients call a backend that gets overloaded, fails, hangs, then recovers:\n"+
+			"one with a deadline alone, one through a meshless chain (client.yaml). Flags:\n\n")
 		flag.PrintDefaults()
 	}
-	flag.DurationVar(&cfg.Schedule[0].Duration, "healthy", cfg.Schedule[0].Duration, "length of the first, healthy phase")
-	flag.DurationVar(&cfg.Schedule[1].Duration, "failing", cfg.Schedule[1].Duration, "length of the phase in which the dependency fails fast")
-	flag.DurationVar(&cfg.Schedule[2].Duration, "hanging", cfg.Schedule[2].Duration, "length of the phase in which the dependency never answers")
-	flag.DurationVar(&cfg.Schedule[3].Duration, "recovered", cfg.Schedule[3].Duration, "length of the last, healthy again phase")
+	for i, name := range []string{"healthy", "overloaded", "failing", "hanging", "recovered"} {
+		flag.DurationVar(&cfg.Schedule[i].Duration, name, cfg.Schedule[i].Duration, "length of the "+name+" phase")
+	}
 	flag.IntVar(&cfg.Rate, "rate", cfg.Rate, "calls per second, per client")
-	flag.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "deadline of each call")
+	timeout := flag.Duration("timeout", cfg.Timeout, "the bare client's deadline per call, and the meshless client's per-attempt timeout (its overall timeout is twice that)")
 	flag.BoolVar(&cfg.Quiet, "quiet", false, "print the summary only")
-	every := flag.Duration("phase", 0, "length of every phase, when set (overrides the four above)")
+	every := flag.Duration("phase", 0, "length of every phase, when set (overrides the five above)")
+	metricsAddr := flag.String("metrics", "127.0.0.1:9464", `serve the meshless client's metrics at http://ADDR/metrics ("" for none)`)
+	serve := flag.Bool("serve", false, "keep serving /metrics after the run, until interrupted")
 	flag.Parse()
 	if *every != 0 {
 		for i := range cfg.Schedule {
 			cfg.Schedule[i].Duration = *every
 		}
 	}
-
-	// Ctrl-C ends the run early; the summary covers what ran.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	_, err := run(ctx, cfg, os.Stdout)
-	stop()
-	if err != nil {
+	if *timeout != cfg.Timeout {
+		if err := cfg.setTimeout(*timeout); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			os.Exit(1)
+		}
+	}
+	if err := mainErr(cfg, *metricsAddr, *serve); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
 }
 
+func mainErr(cfg config, metricsAddr string, serve bool) error {
+	// Ctrl-C ends the run early; the summary covers what ran.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	if metricsAddr != "" {
+		m, err := serveMetrics(metricsAddr)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		cfg.Observer = m.Observer
+		fmt.Printf("metrics: http://%s/metrics\n", m.Addr)
+	}
+	if _, err := run(ctx, cfg, os.Stdout); err != nil {
+		return err
+	}
+	if serve && metricsAddr != "" && ctx.Err() == nil {
+		fmt.Println("\nstill serving /metrics; Ctrl-C to stop")
+		<-ctx.Done()
+	}
+	return nil
+}
+
 // run plays the scenario, tells it on w (unless cfg.Quiet), prints the
-// summary on w and returns it. It returns once every call has finished, early
-// if ctx ends.
+// summary on w and returns it. It returns once every call has finished and
+// the backends have stopped, early if ctx ends.
 func run(ctx context.Context, cfg config, w io.Writer) (summary, error) {
 	if err := cfg.validate(); err != nil {
 		return summary{}, err
 	}
 	start := time.Now()
 	events := make(chan transition, 64)
-	clients, err := newClients(cfg, transitionsTo(events, start))
+	clients, err := newClients(cfg, resilience.Observers(cfg.Observer, transitionsTo(events, start)))
 	if err != nil {
 		return summary{}, err
 	}
+	defer closeClients(clients)
 	tw := w
 	if cfg.Quiet {
 		tw = io.Discard
@@ -193,14 +247,15 @@ func run(ctx context.Context, cfg config, w io.Writer) (summary, error) {
 		if p != cur {
 			cur = p
 			for _, c := range clients {
-				c.dep.set(sched[p].Behaviour)
+				c.backend.set(sched[p].Behaviour)
 			}
 			s.phase(el, p)
 		}
 		for due := int64(el.Seconds() * float64(cfg.Rate)); started < due; started++ {
+			req := request(started)
 			for _, c := range clients {
 				c.st.begin(p)
-				wg.Go(func() { c.call(ctx, p, cfg.Timeout) })
+				wg.Go(func() { c.call(ctx, p, req) })
 			}
 		}
 		select {
@@ -211,7 +266,7 @@ func run(ctx context.Context, cfg config, w io.Writer) (summary, error) {
 		}
 	}
 
-	// The calls still in flight end by their timeouts at the latest.
+	// The calls still in flight end by their deadlines at the latest.
 	waited := s.draining(time.Since(start))
 	wg.Wait()
 	if waited {
@@ -237,12 +292,15 @@ func run(ctx context.Context, cfg config, w io.Writer) (summary, error) {
 // be full, the transition is dropped.
 func transitionsTo(ch chan<- transition, start time.Time) resilience.Observer {
 	return resilience.ObserverFunc(func(src resilience.Source) resilience.Recorder {
+		if src.Kind != resilience.KindCircuitBreaker {
+			return nil
+		}
 		return resilience.RecorderFunc(func(_ context.Context, e resilience.Event) {
 			if e.Type != resilience.EventTransition {
 				return
 			}
 			select {
-			case ch <- transition{At: time.Since(start), Client: src.Name, From: e.From, To: e.To, Reason: e.Reason}:
+			case ch <- transition{At: time.Since(start), Client: "meshless", Breaker: src.Name, From: e.From, To: e.To, Reason: e.Reason}:
 			default:
 			}
 		})

@@ -7,41 +7,53 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshless/meshless/circuitbreaker"
 	"go.uber.org/goleak"
+
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/grpcmw"
 )
 
-// Every call's goroutine must be over when run returns.
+// Every call's goroutine, every connection and every server must be over
+// when run returns.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// shortConfig is the default scenario shrunk to under a second. The
+// shortConfig is the default scenario shrunk to about a second. The
 // assertions below compare the two clients with wide margins, so that a
 // loaded CI machine running -race does not make them flaky.
-func shortConfig() config {
-	cfg := defaultConfig()
+func shortConfig(t *testing.T) config {
+	t.Helper()
+	cfg, err := defaultConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range cfg.Schedule {
 		cfg.Schedule[i].Duration = 200 * time.Millisecond
 	}
 	cfg.Rate = 500
-	cfg.Timeout = 50 * time.Millisecond
-	cfg.Breaker.SlowCall = 40 * time.Millisecond
+	cfg.Overloaded = 5 * time.Millisecond
+	if err := cfg.setTimeout(50 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	cb := cfg.Client.Defaults.CircuitBreaker
+	cb.SlowCallDurationThreshold = grpcmw.Dur(40 * time.Millisecond)
 	// Longer than the failing and hanging phases together: once open, the
 	// breaker lets no probe through before the hanging phase is over.
-	cfg.Breaker.OpenWait = time.Second
+	cb.WaitDurationInOpenState = grpcmw.Dur(time.Second)
 	return cfg
 }
 
 const (
 	phaseHealthy = iota
+	phaseOverloaded
 	phaseFailing
 	phaseHanging
 	phaseRecovered
 )
 
-func TestBreakerShedsLoadOfFailingAndHangingDependency(t *testing.T) {
-	cfg := shortConfig()
+func TestMeshlessShedsLoadOfABackendThatFailsAndHangs(t *testing.T) {
+	cfg := shortConfig(t)
 	var out bytes.Buffer
-	sum, err := run(context.Background(), cfg, &out)
+	sum, err := run(t.Context(), cfg, &out)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -53,7 +65,7 @@ func TestBreakerShedsLoadOfFailingAndHangingDependency(t *testing.T) {
 
 	for _, c := range sum.Clients {
 		tot := c.Total
-		if tot.Calls != tot.Reached+tot.Rejected || tot.Reached != tot.OK+tot.Failed {
+		if tot.Calls != tot.OK+tot.NotFound+tot.Failed+tot.Open+tot.Full {
 			t.Errorf("%s: counts do not add up: %+v", c.Name, tot.tally)
 		}
 		if tot.Calls < 100 {
@@ -63,8 +75,24 @@ func TestBreakerShedsLoadOfFailingAndHangingDependency(t *testing.T) {
 	if bare.Total.Calls != mesh.Total.Calls {
 		t.Errorf("the clients made %d and %d calls, want the same", bare.Total.Calls, mesh.Total.Calls)
 	}
-	if bare.Total.Rejected != 0 {
-		t.Errorf("bare had %d calls rejected, want none", bare.Total.Rejected)
+	if bare.Total.Rejected() != 0 || bare.Total.Reached != bare.Total.Calls {
+		t.Errorf("bare: %+v, want every call sent once and none rejected", bare.Total.tally)
+	}
+
+	// NOT_FOUND is a healthy backend's answer: half the calls of the first
+	// phase got it, and the breaker did not move.
+	h := mesh.Phases[phaseHealthy]
+	if h.Rejected() != 0 || h.Failed != 0 || h.NotFound == 0 || h.OK == 0 {
+		t.Errorf("meshless in the healthy phase: %+v, want OK and NOT_FOUND answers only", h.tally)
+	}
+
+	// Overloaded: retries turned most of bare's failures into answers.
+	bo, mo := bare.Phases[phaseOverloaded], mesh.Phases[phaseOverloaded]
+	if bo.Failed == 0 || mo.Failed >= bo.Failed {
+		t.Errorf("while overloaded bare failed %d calls and meshless %d, want meshless fewer", bo.Failed, mo.Failed)
+	}
+	if mo.Reached <= mo.Calls-mo.Rejected() {
+		t.Errorf("meshless while overloaded: %+v, want retries (more requests than calls sent)", mo.tally)
 	}
 
 	// The breaker opened during the failing phase, not before.
@@ -82,36 +110,37 @@ func TestBreakerShedsLoadOfFailingAndHangingDependency(t *testing.T) {
 		t.Errorf("the meshless breaker first opened at %v, in phase %d, want the failing phase (%d)",
 			opened.At, opened.Phase, phaseFailing)
 	}
-	if mesh.Phases[phaseHealthy].Rejected != 0 || mesh.Phases[phaseHealthy].Failed != 0 {
-		t.Errorf("meshless in the healthy phase: %+v, want every call ok", mesh.Phases[phaseHealthy].tally)
-	}
 
-	// While the dependency was bad, the breaker kept most calls off it.
+	// While the backend was bad, the breaker kept most calls off it.
 	bareBad := bare.Phases[phaseFailing].Reached + bare.Phases[phaseHanging].Reached
 	meshBad := mesh.Phases[phaseFailing].Reached + mesh.Phases[phaseHanging].Reached
 	if meshBad*4 >= bareBad {
-		t.Errorf("during failing+hanging meshless sent %d calls to the dependency and bare %d, want under a quarter",
+		t.Errorf("during failing+hanging meshless sent %d requests to the backend and bare %d, want under a quarter",
 			meshBad, bareBad)
 	}
-	if mesh.Phases[phaseHanging].Rejected == 0 {
-		t.Errorf("meshless rejected no call while the dependency hung")
+	if mesh.Phases[phaseHanging].Open == 0 {
+		t.Errorf("meshless rejected no call while the backend hung")
 	}
 
-	// While it hung, bare waited out every timeout; meshless answered at once.
+	// While it hung, bare waited out every deadline; meshless answered at
+	// once.
 	if p99 := bare.Phases[phaseHanging].P99; p99 < cfg.Timeout {
-		t.Errorf("bare's p99 latency while hanging = %v, want at least the timeout %v", p99, cfg.Timeout)
+		t.Errorf("bare's p99 latency while hanging = %v, want at least the deadline %v", p99, cfg.Timeout)
 	}
 	if p99 := mesh.Phases[phaseHanging].P99; p99 >= cfg.Timeout/2 {
-		t.Errorf("meshless's p99 latency while hanging = %v, want well under the timeout %v", p99, cfg.Timeout)
+		t.Errorf("meshless's p99 latency while hanging = %v, want well under the deadline %v", p99, cfg.Timeout)
 	}
 
 	for _, want := range []string{
-		"▶ phase 2/4, failing",
+		"maxConcurrentCalls: 30",
+		"▶ phase 3/5, failing",
 		"⚡ meshless breaker CLOSED → OPEN (failure_rate)",
 		"summary:",
 		"calls made",
-		"reached the dependency",
-		"rejected by the breaker",
+		"requests the backend received",
+		"answered NOT_FOUND (a business answer)",
+		"rejected fast: breaker open (CIRCUIT_OPEN)",
+		"rejected fast: bulkhead full (BULKHEAD_FULL)",
 		"latency p99",
 		"peak in-flight calls (goroutines)",
 		"while hanging",
@@ -122,13 +151,15 @@ func TestBreakerShedsLoadOfFailingAndHangingDependency(t *testing.T) {
 	}
 }
 
-func TestBreakerClosesOnceDependencyRecovers(t *testing.T) {
-	cfg := shortConfig()
+func TestBreakerClosesOnceBackendRecovers(t *testing.T) {
+	cfg := shortConfig(t)
 	cfg.Quiet = true
-	cfg.Breaker.OpenWait = 100 * time.Millisecond // 100, 200, 400ms as it re-opens
+	cb := cfg.Client.Defaults.CircuitBreaker
+	cb.WaitDurationInOpenState = grpcmw.Dur(100 * time.Millisecond) // 100, 200, 400ms as it re-opens
+	cb.MaxWaitDurationInOpenState = grpcmw.Dur(400 * time.Millisecond)
 	cfg.Schedule[phaseRecovered].Duration = 800 * time.Millisecond
 	var out bytes.Buffer
-	sum, err := run(context.Background(), cfg, &out)
+	sum, err := run(t.Context(), cfg, &out)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -140,7 +171,7 @@ func TestBreakerClosesOnceDependencyRecovers(t *testing.T) {
 		t.Errorf("last transition %+v, want to CLOSED in the recovered phase; all %+v", last, trs)
 	}
 	if ok := sum.Clients[1].Phases[phaseRecovered].OK; ok == 0 {
-		t.Errorf("meshless had no call succeed once the dependency recovered")
+		t.Errorf("meshless had no call succeed once the backend recovered")
 	}
 	if s := out.String(); strings.Contains(s, "▶ phase") || !strings.Contains(s, "summary:") {
 		t.Errorf("quiet output should be the summary alone, got:\n%s", s)
@@ -148,15 +179,38 @@ func TestBreakerClosesOnceDependencyRecovers(t *testing.T) {
 }
 
 func TestRunRejectsBadConfig(t *testing.T) {
-	cfg := shortConfig()
+	cfg := shortConfig(t)
 	cfg.Rate = 0
 	if _, err := run(context.Background(), cfg, new(bytes.Buffer)); err == nil {
 		t.Error("run with rate 0: no error")
 	}
-	cfg = shortConfig()
-	cfg.Breaker.MinCalls = cfg.Breaker.Window + 1
-	if _, err := run(context.Background(), cfg, new(bytes.Buffer)); err == nil {
-		t.Error("run with an invalid breaker: no error")
+	cfg = shortConfig(t)
+	cfg.Client.Defaults.CircuitBreaker.MinimumNumberOfCalls = grpcmw.Ptr(*cfg.Client.Defaults.CircuitBreaker.SlidingWindowSize + 1)
+	_, err := run(context.Background(), cfg, new(bytes.Buffer))
+	if err == nil || !strings.Contains(err.Error(), "minimumNumberOfCalls") {
+		t.Errorf("run with an invalid client config: %v, want an error naming minimumNumberOfCalls", err)
+	}
+}
+
+// The embedded client.yaml is what the program prints, unless -timeout
+// changes it; then it prints the configuration in force.
+func TestPrintedConfigIsTheOneInForce(t *testing.T) {
+	cfg, err := defaultConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ClientYAML != clientYAML || cfg.Timeout.String() != "500ms" {
+		t.Fatalf("default config prints %q with timeout %v", cfg.ClientYAML, cfg.Timeout)
+	}
+	if err := cfg.setTimeout(80 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	back, err := grpcmw.ParseConfig([]byte(cfg.ClientYAML))
+	if err != nil {
+		t.Fatalf("the printed config does not parse: %v\n%s", err, cfg.ClientYAML)
+	}
+	if got := back.Defaults.Timeout; got.PerAttempt.D() != 80*time.Millisecond || got.Overall.D() != 160*time.Millisecond {
+		t.Errorf("printed timeouts %v/%v, want 80ms/160ms", got.PerAttempt.D(), got.Overall.D())
 	}
 }
 

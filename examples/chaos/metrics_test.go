@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// families are the Prometheus metric families (name → type) that the
+// default exporter must produce from a run of the demo: the "Prometheus
+// (default exporter)" column of the metric catalogue (docs/operations.md),
+// less the bulkhead's wait histogram (recorded only when a bulkhead queues,
+// and the demo's does not) and the outlier ejection metrics (a later
+// release).
+var families = map[string]string{
+	"meshless_circuit_breaker_state":             "gauge",
+	"meshless_circuit_breaker_transitions_total": "counter",
+	"meshless_circuit_breaker_calls_total":       "counter",
+	"meshless_circuit_breaker_failure_ratio":     "gauge",
+	"meshless_circuit_breaker_slow_call_ratio":   "gauge",
+	"meshless_retry_calls_total":                 "counter",
+	"meshless_retry_attempts_total":              "counter",
+	"meshless_bulkhead_call_active":              "gauge",
+	"meshless_bulkhead_limit":                    "gauge",
+	"meshless_bulkhead_calls_total":              "counter",
+	"meshless_timeout_calls_total":               "counter",
+	"meshless_call_duration_seconds":             "histogram", // _bucket, _sum, _count
+}
+
+// The exporter names the catalogue's metrics exactly as the catalogue says:
+// _total on counters only, _seconds on the durations, and no _ratio added to
+// gauges whose names already end in ratio.
+func TestMetricsCarryTheCataloguesPrometheusNames(t *testing.T) {
+	m, err := serveMetrics("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cfg := shortConfig(t)
+	cfg.Quiet = true
+	cfg.Observer = m.Observer
+	if _, err := run(t.Context(), cfg, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Get("http://" + m.Addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %v %v", resp.Status, err)
+	}
+
+	types := map[string]string{} // # TYPE lines of meshless_* families
+	samples := map[string]bool{} // sample names
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if f, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, typ, _ := strings.Cut(f, " ")
+			if strings.HasPrefix(name, "meshless_") {
+				types[name] = typ
+			}
+			continue
+		}
+		if name, _, _ := strings.Cut(strings.SplitN(line, " ", 2)[0], "{"); strings.HasPrefix(name, "meshless_") {
+			samples[name] = true
+		}
+	}
+	if !maps.Equal(types, families) {
+		t.Errorf("metric families served:\n%v\nwant:\n%v\n/metrics:\n%s", types, families, body)
+	}
+	for name, typ := range families {
+		want := []string{name}
+		if typ == "histogram" {
+			want = []string{name + "_bucket", name + "_sum", name + "_count"}
+		}
+		for _, s := range want {
+			if !samples[s] {
+				t.Errorf("no sample named %s; samples: %v", s, slices.Sorted(maps.Keys(samples)))
+			}
+		}
+	}
+	for _, label := range []string{
+		`meshless_circuit_breaker_name="grpc.testing.TestService"`,
+		`meshless_circuit_breaker_state="open"`,
+		`meshless_circuit_breaker_previous_state="closed"`,
+		`meshless_circuit_breaker_outcome="rejected"`,
+		`meshless_bulkhead_name="grpc.testing.TestService"`,
+		`rpc_method="grpc.testing.TestService/UnaryCall"`,
+		`meshless_retry_outcome="success_with_retry"`,
+		`error_type="UNAVAILABLE"`,
+		`error_type="circuit_open"`,
+	} {
+		if !bytes.Contains(body, []byte(label)) {
+			t.Errorf("/metrics has no label %s", label)
+		}
+	}
+}
