@@ -8,14 +8,22 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/meshless/meshless v0.0.0
 	github.com/sony/gobreaker/v2 v2.4.0
+	go.opentelemetry.io/otel v1.31.0
+	go.opentelemetry.io/otel/metric v1.31.0
+	go.opentelemetry.io/otel/sdk/metric v1.31.0
 	go.uber.org/goleak v1.1.10
 	google.golang.org/grpc v1.67.1
 )
 
 require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/go-logr/logr v1.4.2 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
 	github.com/kr/text v0.2.0 // indirect
+	go.opentelemetry.io/otel/sdk v1.31.0 // indirect
+	go.opentelemetry.io/otel/trace v1.31.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.2 // indirect
 	golang.org/x/lint v0.0.0-20190930215403-16217165b5de // indirect
 	golang.org/x/net v0.30.0 // indirect
