@@ -1,0 +1,17 @@
+// Package e2e holds tests that run the project's programs and files against
+// real outside tools: TestDashboardAndRulesAgainstPrometheus builds
+// examples/chaos, scrapes it with a real Prometheus and runs every query of
+// docs/grafana/meshless.json and docs/prometheus/meshless-rules.yml.
+//
+// They need /usr/bin/prometheus and /usr/bin/promtool (Debian's prometheus
+// package: apt-get install prometheus). Without them the tests skip, unless
+// the CI environment variable is set: then they fail.
+package e2e
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,0 +1,406 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The demo's schedule for this test: long enough for a 1s scrape interval to
+// see every phase several times, and for the breaker to open at least three
+// times (the trips alert) while failing and hanging.
+var chaosArgs = []string{
+	"-healthy", "4s", "-overloaded", "6s", "-failing", "6s", "-hanging", "6s", "-recovered", "4s",
+	"-metrics", "127.0.0.1:0", "-serve",
+}
+
+// The values the dashboard's variables take: every value (All), and one.
+var (
+	allValues = map[string]string{"job": ".*", "breaker": ".*", "method": ".*"}
+	oneValue  = map[string]string{"job": "chaos", "breaker": "grpc.testing.TestService", "method": "grpc.testing.TestService/UnaryCall"}
+)
+
+// TestDashboardAndRulesAgainstPrometheus runs examples/chaos, has a real
+// Prometheus scrape it (and evaluate the alert rules), and then checks that
+// every query of the Grafana dashboard and every rule returns data, and that
+// every alert went at least pending.
+func TestDashboardAndRulesAgainstPrometheus(t *testing.T) {
+	prometheus, promtool := tools(t)
+	if testing.Short() {
+		t.Skip("about 40s: skipped in -short mode")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dashboard := filepath.Join(root, "docs", "grafana", "meshless.json")
+	rules := filepath.Join(root, "docs", "prometheus", "meshless-rules.yml")
+	dqs, vars := dashboardQueries(t, dashboard)
+	rqs, alerts := ruleQueries(t, rules)
+	for _, v := range vars {
+		if _, ok := allValues[v]; !ok && v != "DS_PROMETHEUS" {
+			t.Fatalf("the dashboard has a variable %q this test does not know", v)
+		}
+	}
+
+	if out, err := exec.Command(promtool, "check", "rules", rules).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "chaos")
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./examples/chaos")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/chaos: %v\n%s", err, out)
+	}
+
+	start := time.Now()
+	chaosOut := filepath.Join(dir, "chaos.out")
+	chaos := startProcess(t, chaosOut, bin, chaosArgs...)
+	defer dumpOnFailure(t, "examples/chaos", chaosOut)
+	var target string
+	metricsLine := regexp.MustCompile(`(?m)^metrics: http://(127\.0\.0\.1:\d+)/metrics$`)
+	waitFor(t, 30*time.Second, "examples/chaos to print its metrics address", func() (bool, error) {
+		if m := metricsLine.FindStringSubmatch(readFile(chaosOut)); m != nil {
+			target = m[1]
+			return true, nil
+		}
+		return false, chaos.exited()
+	})
+
+	promDir := filepath.Join(dir, "prometheus")
+	if err := os.MkdirAll(filepath.Join(promDir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(promDir, "prometheus.yml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - %q
+scrape_configs:
+  - job_name: chaos
+    static_configs:
+      - targets: [%q]
+`, rules, target)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	promLog := filepath.Join(promDir, "prometheus.log")
+	api := startPrometheus(t, prometheus, config, filepath.Join(promDir, "data"), promLog)
+	defer dumpOnFailure(t, "prometheus", promLog)
+
+	waitFor(t, 30*time.Second, "Prometheus to scrape examples/chaos", func() (bool, error) {
+		v, err := api.query(`up{job="chaos"} == 1`)
+		return len(v) > 0, err
+	})
+	waitFor(t, 90*time.Second, "examples/chaos to finish its schedule", func() (bool, error) {
+		return strings.Contains(readFile(chaosOut), "summary:"), chaos.exited()
+	})
+	end := time.Now()
+	// The scrapes after the end of the schedule are in before the queries
+	// run: a series that has a sample after end was scraped since.
+	waitFor(t, 30*time.Second, "a scrape after the end of the schedule", func() (bool, error) {
+		v, err := api.query(fmt.Sprintf(`timestamp(meshless_circuit_breaker_state{job="chaos"}) > %d`, end.Unix()+1))
+		return len(v) > 0, err
+	})
+
+	// Every query returns data, over the run, with each set of values of the
+	// dashboard's variables; every alert went pending or firing.
+	var checks []query
+	for _, values := range []map[string]string{allValues, oneValue} {
+		for _, q := range dqs {
+			q.Expr = substitute(t, q.Expr, values)
+			checks = append(checks, q)
+		}
+	}
+	checks = append(checks, rqs...)
+	for _, a := range alerts {
+		checks = append(checks, query{From: "alert " + a + " went pending or firing", Expr: fmt.Sprintf(`ALERTS{alertname=%q}`, a)})
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, q := range checks {
+		for {
+			n, points, err := api.results(q, start, time.Now())
+			if err != nil {
+				t.Errorf("%v\n  %v", q, err)
+				break
+			}
+			if n > 0 {
+				t.Logf("%d series, %d points: %v", n, points, q)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("no data: %v", q)
+				break
+			}
+			time.Sleep(500 * time.Millisecond) // Prometheus evaluates rules and scrapes every second
+		}
+	}
+}
+
+// tools finds prometheus and promtool. Without them the test skips, or
+// fails under CI.
+func tools(t *testing.T) (prometheus, promtool string) {
+	t.Helper()
+	var missing []string
+	find := func(name string) string {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			missing = append(missing, name)
+		}
+		return p
+	}
+	prometheus, promtool = find("prometheus"), find("promtool")
+	if len(missing) > 0 {
+		msg := fmt.Sprintf("%s not found: install Debian's prometheus package (apt-get install prometheus)", strings.Join(missing, " and "))
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + "; CI is set, so this is a failure, not a skip")
+		}
+		t.Skip(msg + "; set CI=true to make this a failure")
+	}
+	return prometheus, promtool
+}
+
+// process is a program the test started.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // once done is closed
+}
+
+// startProcess runs name with its output in the file out, and stops it
+// (interrupt, then kill) when the test ends.
+func startProcess(t *testing.T, out, name string, args ...string) *process {
+	t.Helper()
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = f, f // files: no copying goroutines
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// exited returns an error once the process has ended.
+func (p *process) exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s exited: %v", filepath.Base(p.cmd.Path), p.err)
+	default:
+		return nil
+	}
+}
+
+// startPrometheus starts Prometheus on a free loopback port and waits until
+// it is ready.
+func startPrometheus(t *testing.T, bin, config, data, log string) *promAPI {
+	t.Helper()
+	for try := 1; ; try++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		p := startProcess(t, log, bin,
+			"--config.file="+config,
+			"--storage.tsdb.path="+data,
+			"--web.listen-address="+addr,
+			"--log.level=warn",
+		)
+		api := &promAPI{base: "http://" + addr, client: &http.Client{
+			Timeout:   10 * time.Second,
+			Transport: &http.Transport{DisableKeepAlives: true},
+		}}
+		ready := false
+		waitFor(t, 30*time.Second, "Prometheus to be ready", func() (bool, error) {
+			if err := p.exited(); err != nil {
+				return true, nil // tried below
+			}
+			resp, err := api.client.Get(api.base + "/-/ready")
+			if err != nil {
+				return false, nil
+			}
+			resp.Body.Close()
+			ready = resp.StatusCode == http.StatusOK
+			return ready, nil
+		})
+		if ready {
+			return api
+		}
+		if try == 3 {
+			t.Fatalf("prometheus did not start:\n%s", readFile(log))
+		}
+	}
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// promAPI queries Prometheus's HTTP API.
+type promAPI struct {
+	base   string
+	client *http.Client
+}
+
+type apiResponse struct {
+	Status    string          `json:"status"`
+	Error     string          `json:"error"`
+	ErrorType string          `json:"errorType"`
+	Data      json.RawMessage `json:"data"`
+}
+
+func (a *promAPI) get(path string, params url.Values) (json.RawMessage, error) {
+	resp, err := a.client.Get(a.base + path + "?" + params.Encode())
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var r apiResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("%s: %s: %v", path, resp.Status, err)
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("%s: %s: %s", r.ErrorType, r.Error, resp.Status)
+	}
+	return r.Data, nil
+}
+
+// query runs an instant query and returns its vector.
+func (a *promAPI) query(expr string) ([]json.RawMessage, error) {
+	data, err := a.get("/api/v1/query", url.Values{"query": {expr}})
+	if err != nil {
+		return nil, err
+	}
+	var v struct {
+		Result []json.RawMessage `json:"result"`
+	}
+	err = json.Unmarshal(data, &v)
+	return v.Result, err
+}
+
+// results returns how many series q returns with at least one value between
+// start and end, and how many values they have in all (at one a second): a
+// range query for an expression, the label's values for a variable's
+// label_values.
+func (a *promAPI) results(q query, start, end time.Time) (series, points int, err error) {
+	if q.LabelValues != "" {
+		data, err := a.get("/api/v1/label/"+q.LabelValues+"/values", url.Values{
+			"match[]": {q.Expr},
+			"start":   {strconv.FormatInt(start.Unix(), 10)},
+			"end":     {strconv.FormatInt(end.Unix()+1, 10)},
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		var values []string
+		err = json.Unmarshal(data, &values)
+		return len(values), len(values), err
+	}
+	data, err := a.get("/api/v1/query_range", url.Values{
+		"query": {q.Expr},
+		"start": {strconv.FormatInt(start.Unix(), 10)},
+		"end":   {strconv.FormatInt(end.Unix()+1, 10)},
+		"step":  {"1"},
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	var m struct {
+		Result []struct {
+			Values [][2]any `json:"values"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return 0, 0, err
+	}
+	for _, s := range m.Result {
+		if len(s.Values) > 0 {
+			series++
+			points += len(s.Values)
+		}
+	}
+	return series, points, nil
+}
+
+// waitFor polls cond every 200ms until it is true, and fails the test if it
+// is not by the deadline or if it returns an error.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", limit, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func readFile(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err.Error()
+	}
+	return string(b)
+}
+
+func dumpOnFailure(t *testing.T, name, path string) {
+	if t.Failed() {
+		t.Logf("%s's output:\n%s", name, readFile(path))
+	}
+}
