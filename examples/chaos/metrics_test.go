@@ -14,7 +14,7 @@ import (
 
 // families are the Prometheus metric families (name → type) that the
 // default exporter must produce from a run of the demo: the "Prometheus
-// (default exporter)" column of the metric catalogue (docs/operations.md),
+// (default exporter)" column of the metric catalogue (docs/metrics.md),
 // less the bulkhead's wait histogram (recorded only when a bulkhead queues,
 // and the demo's does not) and the outlier ejection metrics (a later
 // release).
