@@ -11,7 +11,10 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/test/bufconn"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/otelmw"
 )
 
 // echo is the server: it answers every UnaryCall at once.
@@ -85,6 +88,22 @@ func BenchmarkGRPCUnaryTCP(b *testing.B) {
 			}
 			cancel()
 		}
+	})
+	b.Run("meshless-otelmw", func(b *testing.B) {
+		// The default configuration with otelmw recording every event into
+		// the OpenTelemetry SDK.
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		obs, err := otelmw.New(mp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = obs.Close() })
+		chain, err := grpcmw.New(nil, grpcmw.WithObserver(obs))
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchClient(b, dial(b, chain.DialOptions()...))
 	})
 	b.Run("meshless-no-timeouts", func(b *testing.B) {
 		cfg, _ := grpcmw.ParseConfig([]byte("defaults: { timeout: { enabled: false } }"))
