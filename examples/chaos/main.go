@@ -180,10 +180,13 @@ func mainErr(cfg config, metricsAddr string, serve bool) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	if serve && metricsAddr == "" {
+		return errors.New(`-serve keeps serving /metrics: it needs a -metrics address, not ""`)
+	}
 	if metricsAddr != "" {
 		m, err := serveMetrics(metricsAddr)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w (choose another address with -metrics, or -metrics \"\" for none)", err)
 		}
 		defer m.Close()
 		cfg.Observer = m.Observer
@@ -192,7 +195,7 @@ func mainErr(cfg config, metricsAddr string, serve bool) error {
 	if _, err := run(ctx, cfg, os.Stdout); err != nil {
 		return err
 	}
-	if serve && metricsAddr != "" && ctx.Err() == nil {
+	if serve && ctx.Err() == nil {
 		fmt.Println("\nstill serving /metrics; Ctrl-C to stop")
 		<-ctx.Done()
 	}
