@@ -164,7 +164,7 @@ func (s *story) explain(tr transition) string {
 	b := s.breaker
 	switch {
 	case tr.From == circuitbreaker.StateHalfOpen && tr.To == circuitbreaker.StateOpen:
-		return "the probes failed; rejecting calls again, for longer"
+		return "the probes failed; rejecting calls again, the wait doubled up to maxWaitDurationInOpenState"
 	case tr.Reason == resilience.ReasonFailureRate:
 		return fmt.Sprintf("%g%% or more of the last %d attempts failed; rejecting calls for %v", b.FailureRate, b.Window, b.OpenWait)
 	case tr.Reason == resilience.ReasonSlowCallRate:
