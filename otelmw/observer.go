@@ -226,10 +226,15 @@ func (o *Observer) Close() error {
 // before replaces the earlier one there, as happens when grpcmw's Reload
 // builds a new breaker for a key. Give every breaker and bulkhead that
 // shares an Observer its own name.
+//
+// Attach creates the source's counter series at zero, so that Prometheus's
+// rate and increase count the first increment (they ignore a series' first
+// sample: without this, a breaker's first trip would show as no trip).
 func (o *Observer) Attach(src resilience.Source) resilience.Recorder {
 	switch src.Kind {
 	case resilience.KindCircuitBreaker:
 		r := newBreakerRecorder(o, src.Name)
+		r.zero()
 		if src.Snapshot != nil {
 			g := &gauged{kind: src.Kind, snapshot: src.Snapshot, name: observeOpts(r.base)}
 			for i, st := range resilience.CircuitStates {
@@ -240,14 +245,19 @@ func (o *Observer) Attach(src resilience.Source) resilience.Recorder {
 		return r
 	case resilience.KindBulkhead:
 		r := newBulkheadRecorder(o, src.Name)
+		r.zero()
 		if src.Snapshot != nil {
 			o.observeInstance(&gauged{kind: src.Kind, snapshot: src.Snapshot, name: observeOpts(r.base)}, src.Name)
 		}
 		return r
 	case resilience.KindRetry:
-		return newRetryRecorder(o, src.Name)
+		r := newRetryRecorder(o, src.Name)
+		r.zero()
+		return r
 	case resilience.KindTimeout:
-		return newTimeoutRecorder(o, src.Name, src.Scope)
+		r := newTimeoutRecorder(o, src.Name, src.Scope)
+		r.zero()
+		return r
 	case resilience.KindCall:
 		return newCallRecorder(o, src.Name)
 	}

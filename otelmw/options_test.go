@@ -175,3 +175,42 @@ func TestOtherKindsAreNotRecorded(t *testing.T) {
 		t.Errorf("Attach(KindOther) = %v, want nil", r)
 	}
 }
+
+// TestAttachCreatesCounterSeriesAtZero: Prometheus's rate and increase
+// ignore a series' first sample, so a counter series born at its first
+// increment loses that increment (a breaker's first trip would read as no
+// trip). Attach creates the series at 0.
+func TestAttachCreatesCounterSeriesAtZero(t *testing.T) {
+	obs, reader := newObserver(t)
+	obs.Attach(resilience.Source{Kind: resilience.KindCircuitBreaker, Name: "payments", Snapshot: func() resilience.Snapshot { return resilience.Snapshot{} }})
+	obs.Attach(resilience.Source{Kind: resilience.KindBulkhead, Name: "payments", Snapshot: func() resilience.Snapshot { return resilience.Snapshot{} }})
+	obs.Attach(resilience.Source{Kind: resilience.KindRetry, Name: "pkg.Svc/Get"})
+	obs.Attach(resilience.Source{Kind: resilience.KindTimeout, Name: "pkg.Svc/Get", Scope: "overall"})
+	got := collect(t, reader)
+	for name, want := range map[string]int{
+		"meshless.circuit_breaker.calls":       7, // 3 outcomes x slow, and rejected
+		"meshless.circuit_breaker.transitions": 4, // the automatic transitions
+		"meshless.bulkhead.calls":              2,
+		"meshless.bulkhead.call.active":        1,
+		"meshless.retry.calls":                 4,
+		"meshless.retry.attempts":              1,
+		"meshless.timeout.calls":               2,
+	} {
+		vals := values(t, got[name])
+		if len(vals) != want {
+			t.Errorf("%s: %d series at attach, want %d: %v", name, len(vals), want, vals)
+		}
+		for k, v := range vals {
+			if v != 0 {
+				t.Errorf("%s{%s} = %v at attach, want 0", name, k, v)
+			}
+		}
+	}
+	key := enc(
+		attribute.String("meshless.circuit_breaker.name", "payments"),
+		attribute.String("meshless.circuit_breaker.previous_state", "closed"),
+		attribute.String("meshless.circuit_breaker.state", "open"))
+	if _, ok := values(t, got["meshless.circuit_breaker.transitions"])[key]; !ok {
+		t.Errorf("closed->open (%s) is not among the series created at zero: %v", key, values(t, got["meshless.circuit_breaker.transitions"]))
+	}
+}

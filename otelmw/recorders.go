@@ -252,3 +252,46 @@ func (r *callRecorder) errorOpts(errorType string) []metric.RecordOption {
 	r.errs.Store(&next)
 	return opts
 }
+
+// The zero methods create a source's counter series at 0 (see Attach).
+
+func (r *breakerRecorder) zero() {
+	ctx := context.Background()
+	for oc := range r.calls {
+		for slow := range r.calls[oc] {
+			r.o.breakerCalls.Add(ctx, 0, r.calls[oc][slow]...)
+		}
+	}
+	r.o.breakerCalls.Add(ctx, 0, r.rejected...)
+	// The automatic transitions; manual ones are rare and counted from their
+	// first occurrence.
+	for _, t := range [...][2]resilience.CircuitState{
+		{resilience.CircuitClosed, resilience.CircuitOpen},
+		{resilience.CircuitOpen, resilience.CircuitHalfOpen},
+		{resilience.CircuitHalfOpen, resilience.CircuitClosed},
+		{resilience.CircuitHalfOpen, resilience.CircuitOpen},
+	} {
+		r.o.breakerTransitions.Add(ctx, 0, r.transition(t[0], t[1])...)
+	}
+}
+
+func (r *bulkheadRecorder) zero() {
+	ctx := context.Background()
+	r.o.bulkheadCalls.Add(ctx, 0, r.admitted...)
+	r.o.bulkheadCalls.Add(ctx, 0, r.rejected...)
+	r.o.bulkheadActive.Add(ctx, 0, r.active...)
+}
+
+func (r *retryRecorder) zero() {
+	ctx := context.Background()
+	r.o.retryAttempts.Add(ctx, 0, r.attempts...)
+	for i := range r.calls {
+		r.o.retryCalls.Add(ctx, 0, r.calls[i]...)
+	}
+}
+
+func (r *timeoutRecorder) zero() {
+	ctx := context.Background()
+	r.o.timeoutCalls.Add(ctx, 0, r.completed...)
+	r.o.timeoutCalls.Add(ctx, 0, r.timedOut...)
+}
