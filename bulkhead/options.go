@@ -1,7 +1,6 @@
 package bulkhead
 
 import (
-	"errors"
 	"strconv"
 	"time"
 
@@ -63,10 +62,8 @@ func defaultConfig() config {
 }
 
 func (c *config) validate() error {
-	var errs []error
-	bad := func(option string, value any, problem string) {
-		errs = append(errs, &resilience.OptionError{Option: option, Value: value, Problem: problem})
-	}
+	var errs resilience.OptionErrors
+	bad := errs.Add
 	if c.maxConcurrent < 1 {
 		bad("maxConcurrentCalls", c.maxConcurrent, "must be at least 1")
 	}
@@ -98,7 +95,7 @@ func (c *config) validate() error {
 	if c.clock == nil {
 		bad("clock", nil, "must not be nil")
 	}
-	return errors.Join(errs...)
+	return errs.Err()
 }
 
 // Option configures a [Bulkhead]. Each option is named after the

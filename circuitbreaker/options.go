@@ -1,7 +1,6 @@
 package circuitbreaker
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -120,10 +119,8 @@ func defaultConfig() config {
 }
 
 func (c *config) validate() error {
-	var errs []error
-	bad := func(option string, value any, problem string) {
-		errs = append(errs, &resilience.OptionError{Option: option, Value: value, Problem: problem})
-	}
+	var errs resilience.OptionErrors
+	bad := errs.Add
 	switch c.windowType {
 	case CountBased:
 		if c.windowSize < 1 || c.windowSize > MaxCountWindowSize {
@@ -174,7 +171,7 @@ func (c *config) validate() error {
 	if c.classify == nil {
 		bad("classifier", nil, "must not be nil")
 	}
-	return errors.Join(errs...)
+	return errs.Err()
 }
 
 // Option configures a [Breaker]. Each option is named after the

@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"errors"
 	"math"
 	"time"
 
@@ -45,10 +44,8 @@ func defaultRetryable(err error) bool { return resilience.DefaultClassifier(err)
 const MaxMaxAttempts = 100
 
 func (c *config) validate() error {
-	var errs []error
-	bad := func(option string, value any, problem string) {
-		errs = append(errs, &resilience.OptionError{Option: option, Value: value, Problem: problem})
-	}
+	var errs resilience.OptionErrors
+	bad := errs.Add
 	if c.maxAttempts < 1 || c.maxAttempts > MaxMaxAttempts {
 		bad("maxAttempts", c.maxAttempts, "must be in [1, 100] (it counts the first call)")
 	}
@@ -75,7 +72,7 @@ func (c *config) validate() error {
 	if c.clock == nil {
 		bad("clock", nil, "must not be nil")
 	}
-	return errors.Join(errs...)
+	return errs.Err()
 }
 
 // Option configures a [Retry]. Each option is named after the configuration
