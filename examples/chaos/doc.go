@@ -1,0 +1,33 @@
+// Command chaos shows what meshless does for a gRPC client whose backend
+// goes bad.
+//
+// Two clients call their own gRPC backend (an in-process grpc.testing
+// TestService over loopback TCP) at the same rate, side by side, each call in
+// its own goroutine as a server handling requests would:
+//
+//   - bare is a plain gRPC client with a per-call deadline and nothing else;
+//   - meshless makes the same calls through a grpcmw chain configured by
+//     client.yaml (printed at the start): circuit breaker, retries, bulkhead
+//     and timeouts.
+//
+// Half of the calls look up an item that does not exist, and a healthy
+// backend answers them NOT_FOUND: a business answer, which must never open a
+// breaker. The backends run through a schedule of phases: healthy; overloaded
+// (every answer takes 120ms, and one request in five fails with UNAVAILABLE);
+// failing (UNAVAILABLE at once); hanging (never answers); healthy again. The
+// program prints the breaker's transitions and a status line per second, then
+// a comparison: calls, what reached the backend, outcomes, latency and the
+// goroutines that piled up while the backend hung.
+//
+// The meshless client's metrics (package otelmw, through the OpenTelemetry
+// Prometheus exporter) are served on http://127.0.0.1:9464/metrics while the
+// program runs; docs/operations.md shows them in Grafana.
+//
+//	go run ./examples/chaos                  # about 15 seconds
+//	go run ./examples/chaos -phase 1s        # every phase 1s long
+//	go run ./examples/chaos -serve           # keep serving /metrics after the run, until Ctrl-C
+//	go run ./examples/chaos -metrics ""      # no metrics endpoint
+//	go run ./examples/chaos -help            # phases, rate, timeout
+//
+// Everything listens on 127.0.0.1 only.
+package main
