@@ -238,8 +238,11 @@ func endedEarly(err error) bool {
 	return resilience.IsRejection(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-func (p Permit) end(record bool) {
-	b := p.b
+func (p Permit) end(record bool) { p.b.end(p.ctx, p.ap, record) }
+
+// end gives back one permit: ap is the adaptive limiter's, nil on a fixed
+// bulkhead; record says whether the call's latency is a sample for it.
+func (b *Bulkhead) end(ctx context.Context, ap adaptivelimiter.Permit, record bool) {
 	if b == nil {
 		return
 	}
@@ -250,14 +253,14 @@ func (p Permit) end(record bool) {
 		panic("bulkhead: Permit ended twice, or more permits ended than were acquired")
 	}
 	switch {
-	case p.ap == nil:
+	case ap == nil:
 		b.fixed.ReleasePermit()
 	case record:
-		p.ap.Record()
+		ap.Record()
 	default:
-		p.ap.Drop()
+		ap.Drop()
 	}
 	if b.rec != nil {
-		b.rec.Record(orBackground(p.ctx), resilience.Event{Type: resilience.EventReleased})
+		b.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventReleased})
 	}
 }

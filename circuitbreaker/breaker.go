@@ -159,6 +159,8 @@ type Permit struct {
 }
 
 type probe struct {
+	per     *period
+	start   time.Time
 	settled atomic.Bool
 	stop    func() bool
 }
@@ -211,16 +213,19 @@ func (b *Breaker) acquireProbe(ctx context.Context, p *period) (Permit, error) {
 	p.permits--
 	b.mu.Unlock()
 
-	pm := Permit{b: b, per: p, ctx: ctx, start: b.config().clock.Now(), probe: &probe{}}
-	pm.probe.stop = context.AfterFunc(ctx, func() {
-		if !pm.probe.settled.CompareAndSwap(false, true) {
+	start := b.config().clock.Now()
+	pr := &probe{per: p, start: start}
+	pm := Permit{b: b, per: p, ctx: ctx, start: start, probe: pr}
+	pr.stop = context.AfterFunc(ctx, func() {
+		if !pr.settled.CompareAndSwap(false, true) {
 			return // reported already
 		}
 		o := resilience.Ignored
 		if ctx.Err() == context.DeadlineExceeded {
 			o = resilience.Failure
 		}
-		b.finish(ctx, p, pm.probe, pm.start, o)
+		now := b.config().clock.Now()
+		b.finish(ctx, p, pr, o, now.Sub(start), now)
 	})
 	return pm, nil
 }
@@ -247,7 +252,38 @@ func (p Permit) Record(o resilience.Outcome) {
 		}
 		p.probe.stop()
 	}
-	p.b.finish(p.ctx, p.per, p.probe, p.start, o)
+	now := p.b.config().clock.Now()
+	p.b.finish(p.ctx, p.per, p.probe, o, now.Sub(p.start), now)
+}
+
+// Enter is [Breaker.Acquire] as a [resilience.Gate], for pipelines.
+func (b *Breaker) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	pm, err := b.Acquire(ctx)
+	switch {
+	case err != nil:
+		return ctx, resilience.Permit{}, err
+	case pm.probe != nil:
+		return ctx, resilience.Permit{Ref: pm.probe}, nil
+	case pm.per != nil:
+		return ctx, resilience.Permit{Ref: pm.per}, nil
+	}
+	return ctx, resilience.Permit{}, nil // disabled: nothing to record
+}
+
+// Exit records the result of a call that [Breaker.Enter] admitted: its
+// outcome, and its duration as the pipeline measured it (the call's own
+// time, without local queueing) for the slow-call rate.
+func (b *Breaker) Exit(ctx context.Context, pm resilience.Permit, r resilience.Result) error {
+	switch v := pm.Ref.(type) {
+	case *period:
+		b.finish(ctx, v, nil, r.Outcome, r.Duration, r.End)
+	case *probe:
+		if v.settled.CompareAndSwap(false, true) { // else settled by its context's end
+			v.stop()
+			b.finish(ctx, v.per, v, r.Outcome, r.Duration, r.End)
+		}
+	}
+	return r.Err
 }
 
 func (b *Breaker) outcome(err error) resilience.Outcome {
@@ -260,10 +296,8 @@ func (b *Breaker) outcome(err error) resilience.Outcome {
 	return b.config().classify(err)
 }
 
-func (b *Breaker) finish(ctx context.Context, p *period, pr *probe, start time.Time, o resilience.Outcome) {
+func (b *Breaker) finish(ctx context.Context, p *period, pr *probe, o resilience.Outcome, d time.Duration, now time.Time) {
 	c := b.config()
-	now := c.clock.Now()
-	d := now.Sub(start)
 	slow := d > c.slowThreshold
 	if b.rec != nil {
 		b.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Outcome: o, Duration: d, Slow: slow})

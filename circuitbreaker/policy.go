@@ -6,13 +6,16 @@ import (
 	"github.com/meshless/meshless/resilience"
 )
 
-var _ resilience.Policy = (*Breaker)(nil)
+var (
+	_ resilience.Policy = (*Breaker)(nil)
+	_ resilience.Gate   = (*Breaker)(nil)
+)
 
 // Execute runs fn if the breaker admits it and records its result: the
 // error fn returns, classified, and how long it took. When the breaker
 // rejects the call, fn does not run and Execute returns the rejection
-// (errors.Is(err, [ErrOpen])). A panic in fn is recorded as a failure and
-// goes on up. Otherwise Execute returns fn's error unchanged.
+// (errors.Is(err, [ErrOpen])). A panic in fn is recorded as a failure, as
+// Resilience4j counts an exception, and goes on up. Otherwise Execute returns fn's error unchanged.
 func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) error {
 	p := b.cur.Load()
 	switch p.state {
@@ -23,16 +26,19 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 		return b.executeSlow(ctx, fn)
 	}
 	// The closed path, without building a Permit.
-	start := b.config().clock.Now()
+	clk := b.config().clock
+	start := clk.Now()
 	done := false
 	defer func() {
 		if !done {
-			b.finish(ctx, p, nil, start, resilience.Failure)
+			now := clk.Now()
+			b.finish(ctx, p, nil, resilience.Failure, now.Sub(start), now)
 		}
 	}()
 	err := fn(ctx)
 	done = true
-	b.finish(ctx, p, nil, start, b.outcome(err))
+	now := clk.Now()
+	b.finish(ctx, p, nil, b.outcome(err), now.Sub(start), now)
 	return err
 }
 

@@ -1,15 +1,11 @@
 package grpcmw
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
@@ -55,18 +51,19 @@ type bulkheadEntry struct {
 
 // method is one method's resolved policy set; nil fields are switched off.
 type method struct {
-	name       string              // "pkg.Svc/Method", for observers
-	call       resilience.Recorder // the logical call's events (KindCall); nil without an observer
-	overall    *timeout.Timeout
-	retry      *retry.Retry
-	breaker    *breakerEntry
-	bulkhead   *bulkheadEntry
-	perAttempt *timeout.Timeout
-	classes    classes
-	retryable  [17]bool
-	// Streams take only the timeouts their method's own level sets.
-	streamOverall, streamPerAttempt time.Duration
-	lazyOverall                     bool // the per-attempt timeout is the shorter: see run
+	name      string              // "pkg.Svc/Method", for observers
+	call      resilience.Recorder // the logical call's events (KindCall); nil without an observer
+	overall   *timeout.Timeout
+	retry     *retry.Retry
+	breaker   *breakerEntry
+	bulkhead  *bulkheadEntry
+	classes   classes
+	retryable [17]bool
+	// The attempt pipelines, in the order of order.go: unary calls and
+	// streams differ only in their per-attempt timeout (a stream takes only
+	// the timeouts its method's own level sets).
+	unary, stream *resilience.Pipeline
+	streamOverall time.Duration
 }
 
 // New returns the chain for cfg (validated first; an invalid config is an
@@ -189,6 +186,8 @@ func (c *Chain) build(st *state, fullMethod string) *method {
 		m.bulkhead = c.bulkhead(st, key, bh)
 	}
 	if o.serverSide {
+		m.unary = m.pipeline(o, nil)
+		m.stream = m.unary
 		return m
 	}
 	if r := eff.Retry; *r.Enabled && *r.MaxAttempts > 1 {
@@ -209,20 +208,23 @@ func (c *Chain) build(st *state, fullMethod string) *method {
 		}
 		m.retry, _ = retry.New(ropts...)
 	}
+	var perAttempt, streamPerAttempt *timeout.Timeout
 	if t := eff.Timeout; *t.Enabled {
-		m.overall, _ = timeout.New(t.Overall.D(), timeout.WithScope(timeout.Overall), timeout.WithName(m.name), timeout.WithObserver(o.observer))
-		m.perAttempt, _ = timeout.New(t.PerAttempt.D(), timeout.WithName(m.name), timeout.WithObserver(o.observer))
+		if t.Overall.D() > 0 {
+			m.overall, _ = timeout.New(t.Overall.D(), timeout.WithScope(timeout.Overall), timeout.WithName(m.name), timeout.WithObserver(o.observer))
+		}
+		perAttempt, _ = timeout.New(t.PerAttempt.D(), timeout.WithName(m.name), timeout.WithObserver(o.observer))
 		if mp != nil && mp.Timeout != nil {
 			if mp.Timeout.Overall != nil {
 				m.streamOverall = mp.Timeout.Overall.D()
 			}
 			if mp.Timeout.PerAttempt != nil {
-				m.streamPerAttempt = mp.Timeout.PerAttempt.D()
+				streamPerAttempt, _ = timeout.New(mp.Timeout.PerAttempt.D(), timeout.WithName(m.name), timeout.WithObserver(o.observer))
 			}
 		}
-		pa, ov := t.PerAttempt.D(), t.Overall.D()
-		m.lazyOverall = ov > 0 && pa > 0 && pa <= ov
 	}
+	m.unary = m.pipeline(o, perAttempt)
+	m.stream = m.pipeline(o, streamPerAttempt)
 	return m
 }
 
@@ -362,155 +364,3 @@ func (c *Chain) Bulkhead(key string) (*bulkhead.Bulkhead, bool) {
 	return e.b, true
 }
 
-// UnaryClientInterceptor returns the interceptor for unary calls.
-func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
-	return func(ctx context.Context, fullMethod string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		m := c.lookup(fullMethod)
-		if m == nil {
-			return invoker(ctx, fullMethod, req, reply, cc, opts...)
-		}
-		u := unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts, pushback: m.retry != nil}
-		return m.run(ctx, &u)
-	}
-}
-
-// DialOptions returns the dial options that install the chain's
-// interceptors.
-func (c *Chain) DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
-		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
-	}
-}
-
-// attempter is one call, attempt by attempt.
-type attempter interface {
-	attempt(ctx context.Context) error
-}
-
-type unaryCall struct {
-	fullMethod string
-	req, reply any
-	cc         *grpc.ClientConn
-	invoker    grpc.UnaryInvoker
-	opts       []grpc.CallOption
-	pushback   bool
-}
-
-func (u *unaryCall) attempt(ctx context.Context) error {
-	if !u.pushback {
-		return u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.opts...)
-	}
-	var md metadata.MD
-	opts := append(u.opts[:len(u.opts):len(u.opts)], grpc.Trailer(&md))
-	err := u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...)
-	if err != nil {
-		if d, ok := pushback(md); ok {
-			return &pushbackError{error: err, delay: d}
-		}
-	}
-	return err
-}
-
-// run runs one call in the fixed order: overall timeout → retry → breaker
-// → bulkhead → per-attempt timeout → the call.
-//
-// When the per-attempt timeout is the shorter, the overall deadline cannot
-// end a first attempt, so the first attempt runs under the per-attempt
-// context alone, and the overall deadline (counted from the call's start)
-// becomes a context only when a retry follows. A call that succeeds at once
-// derives one deadline context instead of two.
-func (m *method) run(ctx context.Context, call attempter) error {
-	if m.call != nil {
-		start := time.Now()
-		err := m.runPolicies(ctx, call)
-		m.call.Record(ctx, resilience.Event{Type: resilience.EventCall, Duration: time.Since(start), Err: err,
-			Outcome: m.classes.outcome(err), ErrorType: errorType(err)})
-		return err
-	}
-	return m.runPolicies(ctx, call)
-}
-
-func (m *method) runPolicies(ctx context.Context, call attempter) error {
-	var err error
-	switch {
-	case m.overall == nil:
-		err = m.retried(ctx, call, nil)
-	case !m.lazyOverall:
-		err = m.overall.Execute(ctx, func(ctx context.Context) error { return m.retried(ctx, call, nil) })
-	default:
-		start := time.Now()
-		first := m.attempt(ctx, call)
-		if first == nil || m.retry == nil {
-			if m.retry != nil {
-				a := m.retry.Begin(ctx)
-				a.Next(first)
-			}
-			m.overall.Completed(ctx, start)
-			err = first
-			break
-		}
-		err = m.overall.ExecuteFrom(ctx, start, func(ctx context.Context) error { return m.retried(ctx, call, first) })
-	}
-	return withoutPushback(err)
-}
-
-// retried runs the retry loop; first, when not nil, is the error of a first
-// attempt already made.
-func (m *method) retried(ctx context.Context, call attempter, first error) error {
-	if m.retry == nil {
-		return m.attempt(ctx, call)
-	}
-	a := m.retry.Begin(ctx)
-	err := first
-	if err == nil {
-		err = m.attempt(ctx, call)
-	}
-	for {
-		wait, again := a.Next(err)
-		if !again || !a.Wait(wait) {
-			return withoutPushback(err)
-		}
-		err = m.attempt(ctx, call)
-	}
-}
-
-// withoutPushback unwraps the pushback an attempt's error carried to the
-// retry policy, so the caller gets the server's error as it came.
-func withoutPushback(err error) error {
-	if pe, ok := err.(*pushbackError); ok {
-		return pe.error
-	}
-	return err
-}
-
-// attempt is one attempt through the breaker, the bulkhead and the
-// per-attempt timeout.
-func (m *method) attempt(ctx context.Context, call attempter) error {
-	var bp circuitbreaker.Permit
-	if e := m.breaker; e != nil {
-		p, err := e.b.Acquire(ctx)
-		if err != nil {
-			return e.rej.wrap(err)
-		}
-		bp = p
-	}
-	var hp bulkhead.Permit
-	if e := m.bulkhead; e != nil {
-		p, err := e.b.Acquire(ctx)
-		if err != nil {
-			bp.Record(resilience.Ignored)
-			return e.rej.wrap(err)
-		}
-		hp = p
-	}
-	var err error
-	if m.perAttempt != nil {
-		err = m.perAttempt.Execute(ctx, call.attempt)
-	} else {
-		err = call.attempt(ctx)
-	}
-	hp.Done(err)
-	bp.Record(m.classes.outcome(err))
-	return err
-}

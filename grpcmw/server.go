@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/resilience"
 )
 
 // Server sheds load on the server side: each method's calls pass through the
@@ -74,17 +75,17 @@ func NewServer(cfg *Config, opts ...ServerOption) (*Server, error) {
 func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		m := s.c.lookup(info.FullMethod)
-		if m == nil || m.bulkhead == nil {
+		if m == nil || m.unary.Len() == 0 {
 			return handler(ctx, req)
 		}
-		p, err := m.bulkhead.b.Acquire(ctx)
-		if err != nil {
+		var a resilience.Admission
+		if err := m.unary.Admit(ctx, &a); err != nil {
 			_ = grpc.SetTrailer(ctx, s.pushback)
-			return nil, m.bulkhead.rej.wrap(err)
+			return nil, err
 		}
-		resp, err := handler(ctx, req)
-		p.Done(err)
-		return resp, err
+		defer a.Abort() // a panicking handler gives its permits back
+		resp, err := handler(a.Context(), req)
+		return resp, a.Done(err)
 	}
 }
 
@@ -93,17 +94,16 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		m := s.c.lookup(info.FullMethod)
-		if m == nil || m.bulkhead == nil {
+		if m == nil || m.stream.Len() == 0 {
 			return handler(srv, ss)
 		}
-		p, err := m.bulkhead.b.Acquire(ss.Context())
-		if err != nil {
+		var a resilience.Admission
+		if err := m.stream.Admit(ss.Context(), &a); err != nil {
 			ss.SetTrailer(s.pushback)
-			return m.bulkhead.rej.wrap(err)
+			return err
 		}
-		err = handler(srv, ss)
-		p.Done(err)
-		return err
+		defer a.Abort() // a panicking handler gives its permits back
+		return a.Done(handler(srv, ss))
 	}
 }
 

@@ -10,8 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/meshless/meshless/bulkhead"
-	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 )
@@ -60,11 +58,11 @@ type streamState struct {
 	cur       grpc.ClientStream
 	trailer   metadata.MD
 	cancelCur context.CancelFunc
-	bp        circuitbreaker.Permit
-	hp        bulkhead.Permit
-	received  bool  // a response reached the caller: no more retries
-	sent      []any // requests sent so far, to replay
+	adm       resilience.Admission // the current attempt's permits
+	received  bool                 // a response reached the caller: no more retries
+	sent      []any                // requests sent so far, to replay
 	closeSent bool
+	waiting   bool // RecvMsg is in a backoff, without the lock; it ends the retry
 	done      bool
 }
 
@@ -79,61 +77,43 @@ func (m *method) newStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.
 	if m.retry != nil {
 		s.attempts = m.retry.Begin(s.ctx)
 	}
-	s.mu.Lock()
-	err := s.openLocked()
+	// No other goroutine knows s until it is returned: no lock is needed yet.
+	err := s.open()
 	for err != nil && m.retry != nil {
 		wait, again := s.attempts.Next(err)
-		if !again {
+		if !again || !s.attempts.Wait(wait) {
 			break
 		}
-		s.mu.Unlock()
-		ok := s.attempts.Wait(wait)
-		s.mu.Lock()
-		if !ok {
-			break
-		}
-		err = s.openLocked()
+		err = s.open()
 	}
-	s.mu.Unlock()
 	if err != nil {
 		s.cancel()
 		return nil, err
 	}
 	// Give the permits back when the context ends, whoever notices first.
+	s.mu.Lock()
 	s.stopWatch = context.AfterFunc(s.ctx, func() { s.finish(s.ctx.Err()) })
+	s.mu.Unlock()
 	cs := &clientStream{s}
 	runtime.AddCleanup(cs, func(s *streamState) { s.finish(context.Canceled) }, s)
 	return cs, nil
 }
 
-// openLocked makes one attempt to create the stream, through the breaker
-// and the bulkhead. On failure it has already settled the attempt.
-func (s *streamState) openLocked() error {
-	m := s.m
-	var bp circuitbreaker.Permit
-	if e := m.breaker; e != nil {
-		p, err := e.b.Acquire(s.ctx)
-		if err != nil {
-			return e.rej.wrap(err)
+// open makes one attempt to create the stream, through the attempt
+// pipeline (the order of order.go). On failure the attempt is settled and
+// its permits are back; so they are if the streamer panics. Called with
+// s.mu held, or before s is shared.
+func (s *streamState) open() (err error) {
+	if err := s.m.stream.Admit(s.ctx, &s.adm); err != nil {
+		return err
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			s.adm.Abort() // the streamer panicked
 		}
-		bp = p
-	}
-	var hp bulkhead.Permit
-	if e := m.bulkhead; e != nil {
-		p, err := e.b.Acquire(s.ctx)
-		if err != nil {
-			bp.Record(resilience.Ignored)
-			return e.rej.wrap(err)
-		}
-		hp = p
-	}
-	var actx context.Context
-	var cancel context.CancelFunc
-	if m.streamPerAttempt > 0 {
-		actx, cancel = context.WithTimeout(s.ctx, m.streamPerAttempt)
-	} else {
-		actx, cancel = context.WithCancel(s.ctx)
-	}
+	}()
+	actx, cancel := context.WithCancel(s.adm.Context())
 	opts := s.opts
 	if s.replay {
 		s.trailer = nil
@@ -143,13 +123,12 @@ func (s *streamState) openLocked() error {
 	if err == nil && len(s.sent) > 0 {
 		err = s.replayLocked(cs)
 	}
+	opened = true
 	if err != nil {
 		cancel()
-		hp.Done(err)
-		bp.Record(m.classes.outcome(err))
-		return err
+		return s.adm.Done(err)
 	}
-	s.cur, s.cancelCur, s.bp, s.hp = cs, cancel, bp, hp
+	s.cur, s.cancelCur = cs, cancel
 	return nil
 }
 
@@ -175,9 +154,7 @@ func (s *streamState) settleLocked(err error) {
 	if err == io.EOF {
 		err = nil
 	}
-	s.hp.Done(err)
-	s.bp.Record(s.m.classes.outcome(err))
-	s.hp, s.bp = bulkhead.Permit{}, circuitbreaker.Permit{}
+	s.adm.Done(err)
 	if s.cancelCur != nil {
 		s.cancelCur()
 	}
@@ -197,7 +174,7 @@ func (s *streamState) finishLocked(err error) {
 	}
 	s.done = true
 	s.settleLocked(err)
-	if s.m.retry != nil {
+	if s.m.retry != nil && !s.waiting { // a waiting RecvMsg ends the retry itself
 		if err == io.EOF {
 			err = nil
 		}
@@ -274,15 +251,20 @@ func (cs *clientStream) RecvMsg(msg any) error {
 				s.mu.Unlock()
 				return err
 			}
-			// The lock is held through the backoff, so that the context
-			// watcher cannot end the call meanwhile; a context end cuts the
-			// wait short.
-			if !s.attempts.Wait(wait) || s.done {
+			// The backoff runs without the lock, so that Context, Header
+			// and CloseSend answer meanwhile. Only the context's end can
+			// finish the stream now, and it also cuts the wait short.
+			s.waiting = true
+			s.mu.Unlock()
+			ok := s.attempts.Wait(wait)
+			s.mu.Lock()
+			s.waiting = false
+			if !ok || s.done {
 				s.endLocked()
 				s.mu.Unlock()
 				return err
 			}
-			oerr := s.openLocked()
+			oerr := s.open()
 			if oerr == nil {
 				break // receive on the new attempt
 			}

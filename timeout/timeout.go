@@ -76,7 +76,10 @@ type Timeout struct {
 	rec   resilience.Recorder
 }
 
-var _ resilience.Policy = (*Timeout)(nil)
+var (
+	_ resilience.Policy = (*Timeout)(nil)
+	_ resilience.Gate   = (*Timeout)(nil)
+)
 
 // New returns a timeout of d for the given scope. d = 0 means no timeout:
 // the policy passes calls through untouched, as `perAttempt: 0` does in
@@ -118,46 +121,72 @@ func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) e
 	if t.d <= 0 {
 		return fn(ctx)
 	}
-	return t.ExecuteFrom(ctx, time.Now(), fn)
+	return t.executeFrom(ctx, time.Now(), fn)
 }
 
-// ExecuteFrom is [Timeout.Execute] with the timeout counted from start
-// rather than from now, for a caller that started the call's clock before
-// it needed the deadline. grpcmw runs a call's first attempt under its
-// per-attempt timeout alone, and derives the overall deadline, counted from
-// the call's start, only when a retry follows.
-func (t *Timeout) ExecuteFrom(ctx context.Context, start time.Time, fn func(context.Context) error) error {
-	if t.d <= 0 {
-		return fn(ctx)
-	}
+func (t *Timeout) executeFrom(ctx context.Context, start time.Time, fn func(context.Context) error) error {
 	deadline := start.Add(t.d)
 	if dl, ok := ctx.Deadline(); ok && !deadline.Before(dl) {
 		err := fn(ctx) // the caller's deadline comes first: it governs
-		t.report(ctx, start, false)
+		t.report(ctx, time.Since(start), false)
 		return err
 	}
 	tctx, cancel := context.WithDeadline(ctx, deadline)
 	err := fn(tctx)
-	// The deadline is ours when the call failed once it had passed and the
-	// caller's context is still live. The context's own error may not be set
-	// yet: a gRPC server enforces the same deadline (sent as grpc-timeout)
-	// and its DEADLINE_EXCEEDED can arrive before the client's timer fires.
-	ours := err != nil && ctx.Err() == nil &&
-		(tctx.Err() == context.DeadlineExceeded || !time.Now().Before(deadline))
+	ours := timedOut(ctx, tctx, deadline, err)
 	cancel()
-	t.report(ctx, start, ours)
+	t.report(ctx, time.Since(start), ours)
 	if ours {
 		return &Error{Scope: t.scope, Timeout: t.d, Err: err}
 	}
 	return err
 }
 
-// Completed reports to the observer a call that started at start and ended
-// without this timeout's deadline having been needed, as Execute would have.
-func (t *Timeout) Completed(ctx context.Context, start time.Time) {
-	if t.d > 0 {
-		t.report(ctx, start, false)
+// timedOut reports whether the deadline of tctx, derived from ctx, ended a
+// call that failed with err: the call failed once the deadline had passed
+// and the caller's context is still live. tctx's own error may not be set
+// yet: a gRPC server enforces the same deadline (sent as grpc-timeout) and
+// its DEADLINE_EXCEEDED can arrive before the client's timer fires.
+func timedOut(ctx, tctx context.Context, deadline time.Time, err error) bool {
+	return err != nil && ctx.Err() == nil &&
+		(tctx.Err() == context.DeadlineExceeded || !time.Now().Before(deadline))
+}
+
+// Enter derives the attempt's deadline, as [Timeout.Execute] does, for a
+// [resilience.Pipeline]: the timeout is then a gate, and the innermost one
+// in meshless's order. It never refuses.
+func (t *Timeout) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	if t.d <= 0 {
+		return ctx, resilience.Permit{}, nil
 	}
+	deadline := time.Now().Add(t.d)
+	if dl, ok := ctx.Deadline(); ok && !deadline.Before(dl) {
+		return ctx, resilience.Permit{Ref: t}, nil // the caller's deadline governs
+	}
+	tctx, cancel := context.WithDeadline(ctx, deadline)
+	return tctx, resilience.Permit{Ref: tctx, Aux: cancel}, nil
+}
+
+// Exit ends an attempt that [Timeout.Enter] admitted: it releases the
+// deadline's context, reports whether the deadline ended the attempt, and
+// then returns an [*Error] wrapping the attempt's error, as Execute does;
+// otherwise the error unchanged.
+func (t *Timeout) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
+	switch tctx := p.Ref.(type) {
+	case context.Context:
+		dl, _ := tctx.Deadline()
+		ours := timedOut(ctx, tctx, dl, r.Err)
+		if cancel, ok := p.Aux.(context.CancelFunc); ok {
+			cancel()
+		}
+		t.report(ctx, r.Duration, ours)
+		if ours {
+			return &Error{Scope: t.scope, Timeout: t.d, Err: r.Err}
+		}
+	case *Timeout:
+		t.report(ctx, r.Duration, false)
+	}
+	return r.Err
 }
 
 // Apply is [Timeout.Execute] as a [resilience.Policy].
@@ -165,9 +194,9 @@ func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
 	return t.Execute(ctx, next.Run)
 }
 
-func (t *Timeout) report(ctx context.Context, start time.Time, timedOut bool) {
+func (t *Timeout) report(ctx context.Context, d time.Duration, timedOut bool) {
 	if t.rec != nil {
-		t.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Duration: time.Since(start), TimedOut: timedOut})
+		t.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Duration: d, TimedOut: timedOut})
 	}
 }
 

@@ -190,17 +190,25 @@ func TestFailureAtTheDeadlineIsOursBeforeTheContextNotices(t *testing.T) {
 	})
 }
 
-func TestExecuteFromCountsFromStart(t *testing.T) {
+func TestGateDerivesTheDeadlineAndReportsIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs := new(resiliencetest.Observer)
-		to, _ := timeout.New(time.Second, timeout.WithScope(timeout.Overall), timeout.WithObserver(obs))
-		start := time.Now()
-		time.Sleep(400 * time.Millisecond) // the call's first attempt
-		err := to.ExecuteFrom(t.Context(), start, hang)
-		if !errors.Is(err, timeout.ErrTimeout) || time.Since(start) != time.Second {
-			t.Fatalf("err %v after %v, want the timeout at 1s from start", err, time.Since(start))
+		to, _ := timeout.New(time.Second, timeout.WithObserver(obs))
+		p, err := resilience.NewPipeline(nil, nil, to)
+		if err != nil {
+			t.Fatal(err)
 		}
-		to.Completed(t.Context(), time.Now())
+		start := time.Now()
+		err = p.Run(t.Context(), hang)
+		if !errors.Is(err, timeout.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != time.Second {
+			t.Fatalf("err %v after %v, want the deadline at 1s", err, time.Since(start))
+		}
+		// The caller's earlier deadline governs: no timeout of ours.
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		if err := p.Run(ctx, func(ctx context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
 		ev := obs.Events(resilience.EventCall)
 		if len(ev) != 2 || !ev[0].TimedOut || ev[0].Duration != time.Second || ev[1].TimedOut {
 			t.Fatalf("events %+v, want a timed-out call of 1s, then a completed one", ev)

@@ -1,0 +1,162 @@
+package grpcmw
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/timeout"
+)
+
+// This file is the one place where the order of doc.go is written:
+//
+//	overall timeout → retry → circuit breaker → bulkhead → per-attempt timeout → the call
+//
+// [method.pipeline] builds an attempt's gates, outer to inner, for the unary,
+// stream and server paths alike; [method.run] puts the overall timeout and
+// the retry around it for unary calls, and stream.go does the same for
+// streams with the same pipeline. A policy joins the order here, once.
+
+// pipeline returns the gates of one attempt in order: circuit breaker →
+// bulkhead → per-attempt timeout. Every permit they hand out is given back
+// by the pipeline on every path, panics included.
+func (m *method) pipeline(o *options, perAttempt *timeout.Timeout) *resilience.Pipeline {
+	var gates []resilience.Gate
+	if m.breaker != nil {
+		gates = append(gates, m.breaker)
+	}
+	if m.bulkhead != nil {
+		gates = append(gates, m.bulkhead)
+	}
+	if perAttempt != nil && perAttempt.Duration() > 0 {
+		gates = append(gates, perAttempt)
+	}
+	p, _ := resilience.NewPipeline(m.classes.outcome, o.clock, gates...) // at most 3 gates
+	return p
+}
+
+// Enter admits an attempt through the breaker; a refusal is the breaker's
+// error on the wire.
+func (e *breakerEntry) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	ctx, p, err := e.b.Enter(ctx)
+	if err != nil {
+		return ctx, p, e.rej.wrap(err)
+	}
+	return ctx, p, nil
+}
+
+// Exit records the attempt's result in the breaker.
+func (e *breakerEntry) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
+	return e.b.Exit(ctx, p, r)
+}
+
+// Enter admits an attempt through the bulkhead; a refusal is the
+// bulkhead's error on the wire.
+func (e *bulkheadEntry) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	ctx, p, err := e.b.Enter(ctx)
+	if err != nil {
+		return ctx, p, e.rej.wrap(err)
+	}
+	return ctx, p, nil
+}
+
+// Exit gives the attempt's bulkhead permit back.
+func (e *bulkheadEntry) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
+	return e.b.Exit(ctx, p, r)
+}
+
+// UnaryClientInterceptor returns the interceptor for unary calls.
+func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, fullMethod string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		m := c.lookup(fullMethod)
+		if m == nil {
+			return invoker(ctx, fullMethod, req, reply, cc, opts...)
+		}
+		u := unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts, pushback: m.retry != nil}
+		return m.run(ctx, &u)
+	}
+}
+
+// DialOptions returns the dial options that install the chain's
+// interceptors.
+func (c *Chain) DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
+		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
+	}
+}
+
+type unaryCall struct {
+	fullMethod string
+	req, reply any
+	cc         *grpc.ClientConn
+	invoker    grpc.UnaryInvoker
+	opts       []grpc.CallOption
+	pushback   bool
+}
+
+// attempt is one attempt of the call. When the method retries, it reads the
+// server's pushback from the trailer and hands it to the retry policy.
+func (u *unaryCall) attempt(ctx context.Context) error {
+	if !u.pushback {
+		return u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.opts...)
+	}
+	var md metadata.MD
+	opts := append(u.opts[:len(u.opts):len(u.opts)], grpc.Trailer(&md))
+	err := u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...)
+	if err != nil {
+		if d, ok := pushback(md); ok {
+			return &pushbackError{error: err, delay: d}
+		}
+	}
+	return err
+}
+
+// run runs one unary call: the overall timeout around the retry around the
+// attempt pipeline. The overall deadline is set before the first attempt,
+// so it bounds everything the call does: local queues, attempts and
+// backoffs.
+func (m *method) run(ctx context.Context, u *unaryCall) error {
+	if m.call == nil {
+		return m.runPolicies(ctx, u)
+	}
+	start := time.Now()
+	err := m.runPolicies(ctx, u)
+	m.call.Record(ctx, resilience.Event{Type: resilience.EventCall, Duration: time.Since(start), Err: err,
+		Outcome: m.classes.outcome(err), ErrorType: errorType(err)})
+	return err
+}
+
+func (m *method) runPolicies(ctx context.Context, u *unaryCall) error {
+	if m.overall == nil {
+		return withoutPushback(m.retried(ctx, u))
+	}
+	return withoutPushback(m.overall.Execute(ctx, func(ctx context.Context) error { return m.retried(ctx, u) }))
+}
+
+// retried runs the attempts while the retry policy allows.
+func (m *method) retried(ctx context.Context, u *unaryCall) error {
+	if m.retry == nil {
+		return m.unary.Run(ctx, u.attempt)
+	}
+	a := m.retry.Begin(ctx)
+	for {
+		err := m.unary.Run(ctx, u.attempt)
+		wait, again := a.Next(err)
+		if !again || !a.Wait(wait) {
+			return withoutPushback(err)
+		}
+	}
+}
+
+// withoutPushback unwraps the pushback an attempt's error carried to the
+// retry policy, so the caller gets the server's error as it came.
+func withoutPushback(err error) error {
+	if pe, ok := err.(*pushbackError); ok {
+		return pe.error
+	}
+	return err
+}
