@@ -363,4 +363,3 @@ func (c *Chain) Bulkhead(key string) (*bulkhead.Bulkhead, bool) {
 	}
 	return e.b, true
 }
-

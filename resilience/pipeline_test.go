@@ -1,0 +1,200 @@
+package resilience_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// gate records its steps. refuse makes Enter refuse; panicExit makes Exit
+// panic; wrap makes Exit wrap the error it passes on.
+type gate struct {
+	name      string
+	log       *[]string
+	refuse    error
+	panicExit bool
+	wrap      bool
+	results   []resilience.Result
+}
+
+type ctxKey struct{}
+
+func (g *gate) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	*g.log = append(*g.log, g.name+">")
+	if g.refuse != nil {
+		return ctx, resilience.Permit{}, g.refuse
+	}
+	return context.WithValue(ctx, ctxKey{}, g.name), resilience.Permit{Ref: g}, nil
+}
+
+func (g *gate) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
+	*g.log = append(*g.log, "<"+g.name+":"+r.Outcome.String())
+	if p.Ref != g {
+		*g.log = append(*g.log, "wrong permit")
+	}
+	g.results = append(g.results, r)
+	if g.panicExit {
+		panic("exit " + g.name)
+	}
+	if g.wrap && r.Err != nil {
+		return &wrapped{g.name, r.Err}
+	}
+	return r.Err
+}
+
+type wrapped struct {
+	by  string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.by + ": " + w.err.Error() }
+func (w *wrapped) Unwrap() error { return w.err }
+
+// refusal is a local rejection.
+type refusal struct{}
+
+func (refusal) Error() string               { return "refused" }
+func (refusal) RejectedBy() resilience.Kind { return resilience.KindOther }
+
+func newPipeline(t *testing.T, gates ...resilience.Gate) *resilience.Pipeline {
+	t.Helper()
+	p, err := resilience.NewPipeline(nil, nil, gates...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPipelineEntersInOrderAndExitsInReverse(t *testing.T) {
+	var log []string
+	a, b, c := &gate{name: "a", log: &log}, &gate{name: "b", log: &log}, &gate{name: "c", log: &log}
+	p := newPipeline(t, a, nil, b, c)
+	if p.Len() != 3 {
+		t.Fatalf("Len() = %d, want 3 (nil gates are skipped)", p.Len())
+	}
+	fail := errors.New("backend down")
+	err := p.Run(t.Context(), func(ctx context.Context) error {
+		log = append(log, "call:"+ctx.Value(ctxKey{}).(string))
+		return fail
+	})
+	want := []string{"a>", "b>", "c>", "call:c", "<c:failure", "<b:failure", "<a:failure"}
+	if err != fail || !slices.Equal(log, want) {
+		t.Fatalf("err %v, log %v; want the call's error and %v", err, log, want)
+	}
+}
+
+func TestPipelineRefusalExitsTheGatesAlreadyEntered(t *testing.T) {
+	var log []string
+	a, b, c := &gate{name: "a", log: &log}, &gate{name: "b", log: &log, refuse: refusal{}}, &gate{name: "c", log: &log}
+	p := newPipeline(t, a, b, c)
+	ran := false
+	err := p.Run(t.Context(), func(context.Context) error { ran = true; return nil })
+	want := []string{"a>", "b>", "<a:ignored"}
+	if _, ok := err.(refusal); !ok || ran || !slices.Equal(log, want) {
+		t.Fatalf("err %v, ran %v, log %v; want the refusal, no call, and %v", err, ran, log, want)
+	}
+	if r := a.results[0]; r.Err != err {
+		t.Fatalf("gate a exited with %v, want the refusal", r.Err)
+	}
+}
+
+func TestPipelinePanicGivesEveryPermitBackAndGoesOnUp(t *testing.T) {
+	var log []string
+	a, b := &gate{name: "a", log: &log}, &gate{name: "b", log: &log}
+	p := newPipeline(t, a, b)
+	r := recovered(func() { _ = p.Run(t.Context(), func(context.Context) error { panic("boom") }) })
+	want := []string{"a>", "b>", "<b:failure", "<a:failure"}
+	if r != "boom" || !slices.Equal(log, want) {
+		t.Fatalf("recovered %v, log %v; want the call's panic and %v", r, log, want)
+	}
+	if a.results[0].Err != resilience.ErrPanicked {
+		t.Fatalf("gate a's result %v, want ErrPanicked", a.results[0].Err)
+	}
+}
+
+func TestPipelinePanicInAnExitStillExitsTheOuterGates(t *testing.T) {
+	var log []string
+	a, b := &gate{name: "a", log: &log}, &gate{name: "b", log: &log, panicExit: true}
+	p := newPipeline(t, a, b)
+	r := recovered(func() { _ = p.Run(t.Context(), func(context.Context) error { return nil }) })
+	want := []string{"a>", "b>", "<b:success", "<a:success"}
+	if r != "exit b" || !slices.Equal(log, want) {
+		t.Fatalf("recovered %v, log %v; want b's panic and %v", r, log, want)
+	}
+}
+
+func TestPipelineGatesPassTheErrorOutward(t *testing.T) {
+	var log []string
+	a, b := &gate{name: "a", log: &log}, &gate{name: "b", log: &log, wrap: true}
+	p := newPipeline(t, a, b)
+	fail := errors.New("down")
+	err := p.Run(t.Context(), func(context.Context) error { return fail })
+	var w *wrapped
+	if !errors.As(err, &w) || w.by != "b" || !errors.Is(err, fail) {
+		t.Fatalf("err %v, want b's wrapping of the call's error", err)
+	}
+	if a.results[0].Err != err || b.results[0].Err != fail {
+		t.Fatalf("a saw %v, b saw %v; want b the call's error, a b's wrapping", a.results[0].Err, b.results[0].Err)
+	}
+}
+
+// waiting is a gate that takes its time to admit, as a bulkhead's queue
+// does.
+type waiting struct{ d time.Duration }
+
+func (w waiting) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	time.Sleep(w.d)
+	return ctx, resilience.Permit{}, nil
+}
+
+func (waiting) Exit(_ context.Context, _ resilience.Permit, r resilience.Result) error { return r.Err }
+
+func TestPipelineDurationLeavesOutTheWaitAtTheGates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log []string
+		inner := &gate{name: "inner", log: &log}
+		p := newPipeline(t, waiting{time.Second}, inner)
+		_ = p.Run(t.Context(), func(context.Context) error { time.Sleep(30 * time.Millisecond); return nil })
+		if d := inner.results[0].Duration; d != 30*time.Millisecond {
+			t.Fatalf("duration %v, want the call's own 30ms, not the second spent queueing", d)
+		}
+	})
+}
+
+func TestPipelineTooManyGates(t *testing.T) {
+	gates := make([]resilience.Gate, resilience.MaxGates+1)
+	for i := range gates {
+		gates[i] = waiting{}
+	}
+	if _, err := resilience.NewPipeline(nil, nil, gates...); !errors.Is(err, resilience.ErrInvalidOption) {
+		t.Fatalf("err = %v, want ErrInvalidOption", err)
+	}
+}
+
+// free is a gate that costs nothing.
+type free struct{}
+
+func (free) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	return ctx, resilience.Permit{}, nil
+}
+func (free) Exit(_ context.Context, _ resilience.Permit, r resilience.Result) error { return r.Err }
+
+func TestPipelineRunAllocatesNothing(t *testing.T) {
+	p := newPipeline(t, free{}, free{}, free{})
+	ctx := context.Background()
+	fn := func(context.Context) error { return nil }
+	if n := testing.AllocsPerRun(1000, func() { _ = p.Run(ctx, fn) }); n != 0 {
+		t.Fatalf("Run allocates %v times per call, want 0", n)
+	}
+}
+
+func recovered(f func()) (r any) {
+	defer func() { r = recover() }()
+	f()
+	return nil
+}
