@@ -59,7 +59,7 @@ func (l *load) run(d time.Duration, latency func(elapsed time.Duration) time.Dur
 func newAdaptiveLoad(t *testing.T) *load {
 	// Ten callers at a time: failsafe-go caps the limit at 5 × the calls in
 	// flight, so the limit can rise above its initial 20, up to 50.
-	b := mustNew(t, bulkhead.WithAdaptive(bulkhead.Adaptive{}), bulkhead.WithClock(resilience.PreciseClock))
+	b := mustNew(t, bulkhead.WithAdaptive(bulkhead.Adaptive{}), bulkhead.WithClock(resilience.SystemClock()))
 	return &load{t: t, b: b, callers: 10}
 }
 

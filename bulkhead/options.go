@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meshless/meshless/internal/opterr"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -57,12 +58,12 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		maxConcurrent: DefaultMaxConcurrentCalls,
-		clock:         resilience.SystemClock,
+		clock:         resilience.SystemClock(),
 	}
 }
 
 func (c *config) validate() error {
-	var errs resilience.OptionErrors
+	var errs opterr.Errors
 	bad := errs.Add
 	if c.maxConcurrent < 1 {
 		bad("maxConcurrentCalls", c.maxConcurrent, "must be at least 1")
@@ -138,7 +139,7 @@ func WithAdaptive(a Adaptive) Option {
 // [resilience.EventRejection]). The wait itself is timed by failsafe-go with
 // the runtime's timers, and the adaptive limit measures latency with
 // [time.Now]: in tests, drive both with testing/synctest and use
-// [resilience.PreciseClock]. Default [resilience.SystemClock].
+// [resilience.SystemClock]. Default [resilience.SystemClock].
 func WithClock(clk resilience.Clock) Option { return optionFunc(func(c *config) { c.clock = clk }) }
 
 // WithObserver sets the observer that receives the bulkhead's events.

@@ -16,7 +16,7 @@ import (
 // The waits are timed by failsafe-go with the runtime's timers, which a
 // resilience.Clock cannot drive; these tests run in a synctest bubble, where
 // time is fake and moves only when every goroutine in the bubble is blocked.
-// The bulkheads measure waits with resilience.PreciseClock, whose Now is the
+// The bulkheads measure waits with resilience.SystemClock(), whose Now is the
 // bubble's time.
 
 // newWaiting returns a bulkhead of limit 1 with a 100ms maxWaitDuration,
@@ -25,7 +25,7 @@ func newWaiting(t *testing.T, kind bulkhead.Option) (*bulkhead.Bulkhead, *resili
 	obs := new(resiliencetest.Observer)
 	b := mustNew(t, kind,
 		bulkhead.WithMaxWaitDuration(100*time.Millisecond),
-		bulkhead.WithClock(resilience.PreciseClock),
+		bulkhead.WithClock(resilience.SystemClock()),
 		bulkhead.WithObserver(obs))
 	return b, obs
 }
@@ -99,7 +99,7 @@ func TestWaitersAreServedInOrder(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				obs := new(resiliencetest.Observer)
-				b := mustNew(t, k.opt, bulkhead.WithMaxWaitDuration(time.Hour), bulkhead.WithClock(resilience.PreciseClock), bulkhead.WithObserver(obs))
+				b := mustNew(t, k.opt, bulkhead.WithMaxWaitDuration(time.Hour), bulkhead.WithClock(resilience.SystemClock()), bulkhead.WithObserver(obs))
 				held := hold(t, b, 1)
 				order := make(chan int, 3)
 				var wg sync.WaitGroup

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshless/meshless/internal/opterr"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -114,12 +115,12 @@ func defaultConfig() config {
 		halfOpenPermits: 2,
 		mode:            ModeNormal,
 		classify:        resilience.DefaultClassifier,
-		clock:           resilience.SystemClock,
+		clock:           resilience.SystemClock(),
 	}
 }
 
 func (c *config) validate() error {
-	var errs resilience.OptionErrors
+	var errs opterr.Errors
 	bad := errs.Add
 	switch c.windowType {
 	case CountBased:

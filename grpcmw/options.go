@@ -13,7 +13,7 @@ type options struct {
 type Observer = resilience.Observer
 
 func defaultOptions() options {
-	return options{clock: resilience.PreciseClock, maxMethods: 10000}
+	return options{clock: resilience.SystemClock(), maxMethods: 10000}
 }
 
 // Option configures a [Chain].
@@ -29,11 +29,11 @@ func WithObserver(obs resilience.Observer) Option {
 }
 
 // WithClock sets the clock of the breakers, bulkheads and retry backoffs.
-// Default [resilience.PreciseClock]: a gRPC call takes tens of microseconds,
-// so reading time.Now a few times per call costs little, while the coarse
-// [resilience.SystemClock] keeps a ticker goroutine waking every millisecond
+// Default [resilience.SystemClock]: a gRPC call takes tens of microseconds,
+// so reading time.Now a few times per call costs little, while
+// [resilience.CoarseClock] keeps a ticker goroutine waking every millisecond
 // while calls flow, which measurably adds to gRPC latency (docs/benchmarks.md,
-// B5).
+// B5), and lags the real time under CPU load.
 func WithClock(clk resilience.Clock) Option { return optionFunc(func(o *options) { o.clock = clk }) }
 
 // WithMaxMethods bounds the methods the chain keeps policies for. A method

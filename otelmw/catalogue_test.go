@@ -219,7 +219,7 @@ func TestCatalogueAfterAScriptedScenario(t *testing.T) {
 	const get = "pkg.Svc/Get"
 	// Backoffs wait on the bubble's fake time.
 	synctest.Test(t, func(t *testing.T) {
-		r, err := retry.New(retry.WithName(get), retry.WithObserver(obs), retry.WithClock(resilience.PreciseClock),
+		r, err := retry.New(retry.WithName(get), retry.WithObserver(obs), retry.WithClock(resilience.SystemClock()),
 			retry.WithMaxAttempts(3), retry.WithInitialBackoff(100*time.Millisecond), retry.WithJitter(0))
 		if err != nil {
 			t.Fatal(err)
@@ -264,7 +264,7 @@ func TestCatalogueAfterAScriptedScenario(t *testing.T) {
 	// in.
 	synctest.Test(t, func(t *testing.T) {
 		q, err := bulkhead.New(bulkhead.WithName("queue"), bulkhead.WithMaxConcurrentCalls(1),
-			bulkhead.WithMaxWaitDuration(100*time.Millisecond), bulkhead.WithClock(resilience.PreciseClock),
+			bulkhead.WithMaxWaitDuration(100*time.Millisecond), bulkhead.WithClock(resilience.SystemClock()),
 			bulkhead.WithObserver(obs))
 		if err != nil {
 			t.Fatal(err)

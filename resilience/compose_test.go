@@ -22,17 +22,17 @@ import (
 func defaultOrder(t *testing.T, obs resilience.Observer) (resilience.Chain, *circuitbreaker.Breaker, *bulkhead.Bulkhead) {
 	t.Helper()
 	overall, err1 := timeout.New(10*time.Second, timeout.WithScope(timeout.Overall), timeout.WithObserver(obs))
-	rt, err2 := retry.New(retry.WithMaxAttempts(3), retry.WithJitter(0), retry.WithClock(resilience.PreciseClock), retry.WithObserver(obs))
+	rt, err2 := retry.New(retry.WithMaxAttempts(3), retry.WithJitter(0), retry.WithClock(resilience.SystemClock()), retry.WithObserver(obs))
 	cb, err3 := circuitbreaker.New(
 		circuitbreaker.WithName("dep"),
-		circuitbreaker.WithClock(resilience.PreciseClock),
+		circuitbreaker.WithClock(resilience.SystemClock()),
 		circuitbreaker.WithSlidingWindowSize(4),
 		circuitbreaker.WithMinimumNumberOfCalls(4),
 		circuitbreaker.WithWaitDurationInOpenState(30*time.Second),
 		circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1),
 		circuitbreaker.WithObserver(obs),
 	)
-	bh, err4 := bulkhead.New(bulkhead.WithName("dep"), bulkhead.WithMaxConcurrentCalls(10), bulkhead.WithClock(resilience.PreciseClock), bulkhead.WithObserver(obs))
+	bh, err4 := bulkhead.New(bulkhead.WithName("dep"), bulkhead.WithMaxConcurrentCalls(10), bulkhead.WithClock(resilience.SystemClock()), bulkhead.WithObserver(obs))
 	perAttempt, err5 := timeout.New(time.Second, timeout.WithObserver(obs))
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		t.Fatal(err)

@@ -3,20 +3,22 @@
 // It holds no policy of its own. It defines the shapes the policies agree on:
 //
 //   - [Policy] and [Chain]: a policy wraps a call; a chain composes policies
-//     in a given order, outermost first, without allocating per call.
+//     in a given order, outermost first, without allocating per call. The
+//     breaker, bulkhead and timeout are both policies and gates.
 //   - [Outcome] and [Classifier]: every finished call is a [Success], a
 //     [Failure] or [Ignored] (neither: it does not count for or against a
 //     backend).
-//   - [Clock]: time is injected. [SystemClock] is the real one (its Now is
-//     coarse, see below); package resiliencetest has a fake for tests.
+//   - [Clock]: time is injected. [SystemClock] is the real one;
+//     package resiliencetest has a fake for tests.
 //   - [Observer] and [Recorder]: how policies report what they do (state
 //     transitions with a reason, call outcomes with duration and slowness,
 //     rejections) to metrics, traces or logs.
 //   - [Rejection] and [IsRejection]: a call that a policy refused by itself
 //     (a breaker open, a bulkhead full) is recognisable with one call, so that
 //     nothing retries it.
-//   - [Registry]: a bounded, concurrency-safe map that lazily creates one
-//     instance per key.
+//   - [Gate] and [Pipeline]: a policy in two steps (admit an attempt, be
+//     told how it ended) and the one runner that composes gates in order and
+//     gives every permit back on every path, panics included.
 //
 // The package imports only the standard library; every other meshless package
 // depends on it, never the reverse.
@@ -28,13 +30,10 @@
 //		return callBackend(ctx)
 //	})
 //
-// # Time on the hot path
+// # Time
 //
-// Reading the wall clock costs tens of nanoseconds on a virtual machine,
-// more than the rest of a breaker's closed path together. [SystemClock]
-// therefore answers Now from a value that a background goroutine refreshes
-// every [CoarseResolution] while the clock is in use, and that stops by itself
-// when nobody has read the clock for a while. Durations measured with it are
-// exact to within one resolution step, which is far below any sensible
-// slow-call threshold.
+// Every policy reads [SystemClock] by default: exact durations, no
+// goroutine. [CoarseClock] is an opt-in that trades exactness (it can lag
+// the real time by milliseconds under CPU load) for a cheaper read; a
+// process that never asks for it starts no clock goroutine.
 package resilience

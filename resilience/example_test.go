@@ -49,20 +49,3 @@ func ExampleIsRejection() {
 
 // A registry creates one instance per key on first use and refuses keys past
 // its bound.
-func ExampleRegistry() {
-	reg := resilience.NewRegistry(2, func(key string) (string, error) {
-		fmt.Println("creating", key)
-		return "breaker for " + key, nil
-	})
-	v, _ := reg.Get("payments")
-	fmt.Println(v)
-	_, _ = reg.Get("payments") // already there
-	_, _ = reg.Get("inventory")
-	_, err := reg.Get("shipping")
-	fmt.Println(err, errors.Is(err, resilience.ErrRegistryFull))
-	// Output:
-	// creating payments
-	// breaker for payments
-	// creating inventory
-	// registry full: 2 instances, refusing key "shipping" true
-}

@@ -97,18 +97,6 @@ func (e *OptionError) Error() string {
 	return e.Option + ": " + e.Problem + ", got " + formatValue(e.Value)
 }
 
-// OptionErrors collects the problems found in a set of options, so that a
-// constructor reports all of them at once.
-type OptionErrors []error
-
-// Add records that option's value is wrong and how.
-func (e *OptionErrors) Add(option string, value any, problem string) {
-	*e = append(*e, &OptionError{Option: option, Value: value, Problem: problem})
-}
-
-// Err returns the problems joined, or nil when there are none.
-func (e OptionErrors) Err() error { return errors.Join(e...) }
-
 // errors.Is(err, ErrInvalidOption) is true for every *OptionError.
 var ErrInvalidOption = errors.New("invalid option")
 

@@ -112,19 +112,3 @@ func TestOptionErrorNamesTheOptionAndValue(t *testing.T) {
 		t.Fatalf("durations are not printed as durations: %q", d)
 	}
 }
-
-func TestOptionErrorsCollectEveryProblem(t *testing.T) {
-	var errs resilience.OptionErrors
-	if errs.Err() != nil {
-		t.Fatal("no problems, yet an error")
-	}
-	errs.Add("maxAttempts", 0, "must be at least 1")
-	errs.Add("jitter", 2.0, "must be in [0, 1)")
-	err := errs.Err()
-	if got, want := err.Error(), "maxAttempts: must be at least 1, got 0\njitter: must be in [0, 1), got 2"; got != want {
-		t.Fatalf("Err() = %q, want %q", got, want)
-	}
-	if !errors.Is(err, resilience.ErrInvalidOption) {
-		t.Fatal("the joined error does not match ErrInvalidOption")
-	}
-}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/meshless/meshless/internal/opterr"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -32,7 +33,7 @@ func defaultConfig() config {
 		jitter:      0.2,
 		retryable:   defaultRetryable,
 		classify:    resilience.DefaultClassifier,
-		clock:       resilience.SystemClock,
+		clock:       resilience.SystemClock(),
 	}
 }
 
@@ -44,7 +45,7 @@ func defaultRetryable(err error) bool { return resilience.DefaultClassifier(err)
 const MaxMaxAttempts = 100
 
 func (c *config) validate() error {
-	var errs resilience.OptionErrors
+	var errs opterr.Errors
 	bad := errs.Add
 	if c.maxAttempts < 1 || c.maxAttempts > MaxMaxAttempts {
 		bad("maxAttempts", c.maxAttempts, "must be in [1, 100] (it counts the first call)")
@@ -146,8 +147,3 @@ func WithClock(clk resilience.Clock) Option { return optionFunc(func(c *config) 
 func WithObserver(o resilience.Observer) Option {
 	return optionFunc(func(c *config) { c.observer = o })
 }
-
-// WithRandom sets the source of the jitter, a function returning values in
-// [0, 1), for tests that want exact waits. It is called from many
-// goroutines. Default math/rand/v2's Float64.
-func WithRandom(f func() float64) Option { return optionFunc(func(c *config) { c.rand = f }) }

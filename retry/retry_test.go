@@ -49,7 +49,7 @@ func (d *dependency) waits() []time.Duration {
 
 func newRetry(t *testing.T, opts ...retry.Option) *retry.Retry {
 	t.Helper()
-	r, err := retry.New(append([]retry.Option{retry.WithClock(resilience.PreciseClock)}, opts...)...)
+	r, err := retry.New(append([]retry.Option{retry.WithClock(resilience.SystemClock())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestNeverRetriesARejection(t *testing.T) {
 
 func TestBreakerOpeningMidRetryStopsTheLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cb, err := circuitbreaker.New(circuitbreaker.WithClock(resilience.PreciseClock),
+		cb, err := circuitbreaker.New(circuitbreaker.WithClock(resilience.SystemClock()),
 			circuitbreaker.WithSlidingWindowSize(2), circuitbreaker.WithMinimumNumberOfCalls(2))
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,146 @@
+package grpcmw_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/circuitbreaker"
+)
+
+// holdFirst makes the server answer the first call after hold, and the
+// others after d. arrived is closed when the first call arrives.
+func holdFirst(f *faultServer, hold, d time.Duration) (arrived chan struct{}) {
+	arrived = make(chan struct{})
+	var once sync.Once
+	f.setUnary(func(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(arrived)
+			time.Sleep(hold)
+			return &testgrpc.SimpleResponse{}, nil
+		}
+		time.Sleep(d)
+		return &testgrpc.SimpleResponse{}, nil
+	})
+	return arrived
+}
+
+// Issue 9 item 2: a first attempt that queues in the bulkhead is cut by the
+// overall deadline, whatever perAttempt says. Before the one pipeline, with
+// perAttempt shorter than overall, the overall deadline was derived only
+// when a retry followed, so this call waited the bulkhead's full
+// maxWaitDuration (10s).
+func TestIssue9OverallTimeoutBoundsTheBulkheadQueue(t *testing.T) {
+	f := new(faultServer)
+	addr, _ := serve(t, f)
+	client, _, _ := dial(t, addr, `
+defaults:
+  circuitBreaker: { enabled: false }
+  bulkhead: { maxConcurrentCalls: 1, maxWaitDuration: 10s }
+  timeout: { perAttempt: 100ms, overall: 300ms }
+`)
+	// A stream (which takes no default timeouts) holds the service's one
+	// permit.
+	arrived, release := make(chan struct{}), make(chan struct{})
+	f.setStream(func(_ *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error {
+		close(arrived)
+		<-release
+		return nil
+	})
+	defer close(release)
+	if _, err := client.StreamingOutputCall(t.Context(), sendParams(1)); err != nil {
+		t.Fatal(err)
+	}
+	<-arrived
+	start := time.Now()
+	_, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("the queued call took %v, want it cut at the overall 300ms (+ margin)", took)
+	}
+	if status.Code(err) != codes.ResourceExhausted || f.calls.Load() != 1 {
+		t.Fatalf("the queued call = %v, server calls %d; want the bulkhead's rejection, cut by the overall deadline", err, f.calls.Load())
+	}
+}
+
+// Issue 9 item 6: time spent waiting for a bulkhead permit is not backend
+// time. A 30ms backend behind a full 1-wide bulkhead never opens a 100ms
+// slow-call breaker: before the pipeline measured the attempt past its
+// gates, the breaker's clock started before the bulkhead's queue.
+func TestIssue9QueueingIsNotSlowness(t *testing.T) {
+	f := new(faultServer)
+	addr, _ := serve(t, f)
+	client, chain, _ := dial(t, addr, `
+defaults:
+  circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 4, slowCallDurationThreshold: 100ms, slowCallRateThreshold: 50 }
+  retry: { enabled: false }
+  bulkhead: { maxConcurrentCalls: 1, maxWaitDuration: 10s }
+`)
+	// The first call holds the one permit for 300ms while four more queue;
+	// then they run one by one, 30ms each.
+	arrived := holdFirst(f, 300*time.Millisecond, 30*time.Millisecond)
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}) })
+	<-arrived
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			_, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a queued call failed: %v", err)
+		}
+	}
+	cb, _ := chain.Breaker(testService)
+	if m := cb.Metrics(); cb.State() != circuitbreaker.StateClosed || m.SlowCalls > 1 {
+		t.Fatalf("breaker %v %+v: queue time counted as slowness", cb.State(), m)
+	}
+}
+
+// Issue 9 item 9: while a stream's RecvMsg sleeps a backoff, Context,
+// Header and CloseSend from another goroutine answer at once.
+func TestIssue9StreamBackoffDoesNotHoldTheLock(t *testing.T) {
+	f := new(faultServer)
+	f.setStream(func(*testgrpc.StreamingOutputCallRequest, testgrpc.TestService_StreamingOutputCallServer) error {
+		return status.Error(codes.Unavailable, "down")
+	})
+	addr, _ := serve(t, f)
+	client, _, _ := dial(t, addr, `
+defaults:
+  circuitBreaker: { enabled: false }
+  retry: { maxAttempts: 2, initialBackoff: 5s, maxBackoff: 5s, jitter: 0 }
+`)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	s, err := client.StreamingOutputCall(ctx, sendParams(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recvd := make(chan error, 1)
+	go func() { _, err := recvAll(s); recvd <- err }()
+	waitUntil(t, func() bool { return f.calls.Load() == 1 })
+	answered := make(chan struct{})
+	go func() {
+		_ = s.Context()
+		_ = s.CloseSend()
+		close(answered)
+	}()
+	select {
+	case <-answered:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Context/CloseSend blocked behind RecvMsg's 5s backoff")
+	}
+	cancel()
+	<-recvd
+}
