@@ -112,8 +112,8 @@ func TestNeverMoreThanTheLimitInRealTime(t *testing.T) {
 		limit  = 20
 		period = 20 * time.Millisecond
 	)
+	created := time.Now() // at or before failsafe-go's own start: periods count from there
 	l := mustNew(t, ratelimiter.WithLimitForPeriod(limit), ratelimiter.WithLimitRefreshPeriod(period))
-	created := time.Now()
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	stop := created.Add(10 * period)
