@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go"
+	fsratelimiter "github.com/failsafe-go/failsafe-go/ratelimiter"
+
+	"github.com/meshless/meshless/ratelimiter"
+)
+
+// B12 for the rate limiter: the permitted path of one call, with a limit
+// that the benchmark never reaches (a bursty limit of MaxInt32 calls a
+// second; a smooth one of a billion, one a nanosecond, which the calls do not
+// outpace). meshless uses the same failsafe-go type through its permit API;
+// the figures show what meshless adds to TryAcquirePermit, and what
+// failsafe-go's executor adds.
+
+const rlLimit = math.MaxInt32
+
+func newMeshlessLimiter(b *testing.B, opts ...ratelimiter.Option) *ratelimiter.Limiter {
+	l, err := ratelimiter.New(append([]ratelimiter.Option{
+		ratelimiter.WithName("bench"),
+		ratelimiter.WithLimitForPeriod(rlLimit),
+		ratelimiter.WithLimitRefreshPeriod(time.Second),
+	}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
+// BenchmarkRateLimiterBursty: one permitted call through a bursty limiter.
+func BenchmarkRateLimiterBursty(b *testing.B) {
+	ctx := context.Background()
+	b.Run("meshless-acquire-done", func(b *testing.B) {
+		l := newMeshlessLimiter(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := l.Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Done(nil)
+		}
+	})
+	b.Run("meshless-execute", func(b *testing.B) {
+		l := newMeshlessLimiter(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = l.Execute(ctx, noop)
+		}
+	})
+	b.Run("failsafe-executor", func(b *testing.B) {
+		rl := fsratelimiter.NewBursty[any](rlLimit, time.Second)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = failsafe.With[any](rl).Run(fsNoop)
+		}
+	})
+	b.Run("failsafe-direct", func(b *testing.B) {
+		rl := fsratelimiter.NewBursty[any](rlLimit, time.Second)
+		b.ReportAllocs()
+		for b.Loop() {
+			if !rl.TryAcquirePermit() {
+				b.Fatal("refused")
+			}
+		}
+	})
+}
+
+// BenchmarkRateLimiterSmooth: the same through a smooth limiter.
+func BenchmarkRateLimiterSmooth(b *testing.B) {
+	ctx := context.Background()
+	smooth := []ratelimiter.Option{
+		ratelimiter.WithMode(ratelimiter.Smooth),
+		ratelimiter.WithLimitForPeriod(1_000_000_000),
+	}
+	b.Run("meshless-acquire-done", func(b *testing.B) {
+		l := newMeshlessLimiter(b, smooth...)
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := l.Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Done(nil)
+		}
+	})
+	b.Run("failsafe-executor", func(b *testing.B) {
+		rl := fsratelimiter.NewSmooth[any](1_000_000_000, time.Second)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = failsafe.With[any](rl).Run(fsNoop)
+		}
+	})
+	b.Run("failsafe-direct", func(b *testing.B) {
+		rl := fsratelimiter.NewSmooth[any](1_000_000_000, time.Second)
+		b.ReportAllocs()
+		for b.Loop() {
+			if !rl.TryAcquirePermit() {
+				b.Fatal("refused")
+			}
+		}
+	})
+}
+
+// BenchmarkRateLimiterLimited: the rejection of a call that finds the
+// period's permits spent.
+func BenchmarkRateLimiterLimited(b *testing.B) {
+	ctx := context.Background()
+	b.Run("meshless", func(b *testing.B) {
+		l, _ := ratelimiter.New(ratelimiter.WithLimitForPeriod(1), ratelimiter.WithLimitRefreshPeriod(time.Hour))
+		_ = l.Execute(ctx, noop)
+		b.ReportAllocs()
+		for b.Loop() {
+			if l.Execute(ctx, noop) == nil {
+				b.Fatal("admitted")
+			}
+		}
+	})
+	b.Run("failsafe-executor", func(b *testing.B) {
+		rl := fsratelimiter.NewBursty[any](1, time.Hour)
+		rl.TryAcquirePermit()
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = failsafe.With[any](rl).Run(fsNoop)
+		}
+	})
+	b.Run("failsafe-direct", func(b *testing.B) {
+		rl := fsratelimiter.NewBursty[any](1, time.Hour)
+		rl.TryAcquirePermit()
+		b.ReportAllocs()
+		for b.Loop() {
+			if rl.TryAcquirePermit() {
+				b.Fatal("admitted")
+			}
+		}
+	})
+}

@@ -1,0 +1,29 @@
+package ratelimiter
+
+import (
+	"context"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+var _ resilience.Policy = (*Limiter)(nil)
+
+// Execute runs fn if the limiter admits it. When the limiter refuses the
+// call, fn does not run and Execute returns the rejection (errors.Is(err,
+// [ErrLimited])). Otherwise it returns fn's error unchanged. The permit is
+// spent whatever fn does, panics included. On the permitted path Execute
+// allocates nothing.
+func (l *Limiter) Execute(ctx context.Context, fn func(context.Context) error) error {
+	p, err := l.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(ctx)
+	p.Done(err)
+	return err
+}
+
+// Apply is [Limiter.Execute] as a [resilience.Policy], for chains.
+func (l *Limiter) Apply(ctx context.Context, next resilience.Next) error {
+	return l.Execute(ctx, next.Run)
+}

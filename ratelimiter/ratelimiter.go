@@ -1,0 +1,198 @@
+package ratelimiter
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	fsratelimiter "github.com/failsafe-go/failsafe-go/ratelimiter"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// Limiter admits at most limitForPeriod calls per limitRefreshPeriod, all at
+// once ([Bursty]) or evenly spaced ([Smooth]), through failsafe-go's rate
+// limiter. It is safe for concurrent use.
+type Limiter struct {
+	cfg config
+	rl  fsratelimiter.RateLimiter[any]
+	rec resilience.Recorder
+	// limited is the rejection of a call that found the period's permits
+	// spent, shared by every such rejection.
+	limited *LimitedError
+}
+
+// New returns a rate limiter configured by opts, with the defaults of
+// docs/ratelimiter.md for everything not set: 50 calls per second, bursty,
+// no wait. An invalid option is an error that names it (a
+// *[resilience.OptionError] per problem, joined); New never panics.
+//
+// Periods are counted from the limiter's creation, with [time.Now]: the
+// limiter's time is failsafe-go's, which takes no injected clock (tests run
+// it in a testing/synctest bubble, where time.Now is fake).
+func New(opts ...Option) (*Limiter, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("ratelimiter: %w", err)
+	}
+	l := &Limiter{cfg: cfg}
+	if cfg.mode == Smooth {
+		l.rl = fsratelimiter.NewSmooth[any](uint(cfg.limit), cfg.period)
+	} else {
+		l.rl = fsratelimiter.NewBursty[any](uint(cfg.limit), cfg.period)
+	}
+	l.limited = &LimitedError{Name: cfg.name, LimitForPeriod: cfg.limit, LimitRefreshPeriod: cfg.period}
+	l.rec = resilience.Attach(cfg.observer, resilience.Source{Kind: kind, Name: cfg.name})
+	return l, nil
+}
+
+// Name returns the limiter's name.
+func (l *Limiter) Name() string { return l.cfg.name }
+
+// LimitForPeriod returns how many calls the limiter admits per period.
+func (l *Limiter) LimitForPeriod() int { return l.cfg.limit }
+
+// LimitRefreshPeriod returns the limiter's period.
+func (l *Limiter) LimitRefreshPeriod() time.Duration { return l.cfg.period }
+
+// TimeoutDuration returns how long a call may wait for a permit.
+func (l *Limiter) TimeoutDuration() time.Duration { return l.cfg.timeout }
+
+// Mode returns how the limiter spreads a period's permits.
+func (l *Limiter) Mode() Mode { return l.cfg.mode }
+
+// Permit is a rate limiter's admission of one call. A rate limit's permit
+// is spent when it is granted and nothing goes back when the call ends, but
+// the Permit keeps the two-step shape of the other gates (a bulkhead's
+// permit, a breaker's): end it once with [Permit.Done], [Permit.Release] or
+// [Permit.Drop], so that a pipeline treats every gate alike. Each is a
+// no-op, as is the zero Permit.
+type Permit struct{}
+
+// Done ends the admitted call with its error. It gives nothing back: the
+// call spent its permit.
+func (Permit) Done(error) {}
+
+// Release ends the admitted call. It gives nothing back.
+func (Permit) Release() {}
+
+// Drop ends an admitted call that ended early. It gives nothing back.
+func (Permit) Drop() {}
+
+// Acquire asks the limiter to admit one call. It returns a [Permit], or a
+// *[LimitedError] (errors.Is [ErrLimited]) when the period's permits are
+// spent and none would come free in time.
+//
+// When a permit is free, Acquire takes it at once and does not look at ctx.
+// When none is, a limiter with a timeoutDuration reserves the first permit
+// that comes free within timeoutDuration — and, when ctx has a deadline,
+// before that deadline — and waits for it; a call for which no permit comes
+// free in time is rejected at once, without waiting and without spending
+// one. Without a timeoutDuration it rejects at once. Waiters are served first
+// come, first served.
+//
+// If ctx ends while the call waits (or has already ended when it would
+// wait), the rejection wraps ctx.Err() as its Cause: errors.Is(err,
+// context.Canceled) is then true too, and the error is still a
+// [resilience.Rejection]. A call that stops waiting has spent its reserved
+// permit all the same (failsafe-go cannot take a reservation back).
+//
+// Acquire allocates nothing when it admits a call at once or rejects it at
+// once; a call that waits allocates its timer.
+func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
+	if l.rl.TryAcquirePermit() {
+		if l.rec != nil {
+			l.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventAcquired})
+		}
+		return Permit{}, nil
+	}
+	if l.cfg.timeout == 0 {
+		return Permit{}, l.reject(ctx, l.limited, 0)
+	}
+	return l.acquireWaiting(ctx)
+}
+
+// acquireWaiting reserves a permit that comes free within timeoutDuration
+// (and before ctx's deadline) with failsafe-go's TryReservePermit, and waits
+// for it.
+func (l *Limiter) acquireWaiting(ctx context.Context) (Permit, error) {
+	ctx = orBackground(ctx)
+	if err := ctx.Err(); err != nil {
+		return Permit{}, l.reject(ctx, l.withCause(err), 0)
+	}
+	maxWait := l.cfg.timeout
+	start := time.Now()
+	if dl, ok := ctx.Deadline(); ok {
+		// A permit due at the deadline would come too late.
+		maxWait = max(min(maxWait, dl.Sub(start)-1), 0)
+	}
+	wait := l.rl.TryReservePermit(maxWait)
+	switch {
+	case wait < 0:
+		return Permit{}, l.reject(ctx, l.limited, 0)
+	case wait == 0:
+		return l.admit(ctx, 0), nil
+	}
+	timer := time.NewTimer(wait)
+	select {
+	case <-timer.C:
+		l.refresh()
+		return l.admit(ctx, wait), nil
+	case <-ctx.Done():
+		timer.Stop()
+		waited := time.Since(start)
+		if l.cfg.mode == Bursty {
+			// The permit's period must still be seen to begin; see refresh.
+			time.AfterFunc(wait-waited, l.refresh)
+		}
+		return Permit{}, l.reject(ctx, l.withCause(ctx.Err()), waited)
+	}
+}
+
+// refresh makes failsafe-go's bursty limiter roll over to the current
+// period, without taking a permit, at the start of a period in which a
+// reserved permit falls due. failsafe-go v0.9.8 pays a deficit of reserved
+// permits back by adding limitForPeriod for every period elapsed since it
+// last looked, without a cap: a limiter that lent permits of the next period
+// to waiters and then went unused for k periods would admit a burst of up to
+// k × limitForPeriod calls. Looking once in every period that a reservation
+// reaches keeps each period's admissions within limitForPeriod.
+func (l *Limiter) refresh() {
+	if l.cfg.mode == Bursty {
+		l.rl.TryAcquirePermits(0)
+	}
+}
+
+func (l *Limiter) admit(ctx context.Context, waited time.Duration) Permit {
+	if l.rec != nil {
+		l.rec.Record(ctx, resilience.Event{Type: resilience.EventAcquired, Duration: waited})
+	}
+	return Permit{}
+}
+
+func (l *Limiter) withCause(err error) *LimitedError {
+	e := *l.limited
+	e.Cause = err
+	return &e
+}
+
+func (l *Limiter) reject(ctx context.Context, err *LimitedError, waited time.Duration) error {
+	if l.rec != nil {
+		l.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventRejection, Duration: waited, Err: err})
+	}
+	return err
+}
+
+// orBackground returns ctx, or context.Background() for a nil ctx, so that
+// recorders always get a context.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
