@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meshless/meshless/internal/opterr"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -54,7 +55,7 @@ func defaultConfig() config {
 }
 
 func (c *config) validate() error {
-	var errs resilience.OptionErrors
+	var errs opterr.Errors
 	bad := errs.Add
 	if c.limit < 1 {
 		bad("limitForPeriod", c.limit, "must be at least 1")
