@@ -62,13 +62,6 @@ func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
 // Unwrap returns the Cause.
 func (e *LimitedError) Unwrap() error { return e.Cause }
 
-// RejectedBy returns the kind of policy that refused the call.
-//
-// TODO(resilience owner): return resilience.KindRateLimiter once package
-// resilience has it; until then a rate limiter is [resilience.KindOther],
-// here and in the [resilience.Source] it attaches to observers (so otelmw
-// does not yet record meshless.rate_limiter.calls).
-func (e *LimitedError) RejectedBy() resilience.Kind { return kind }
+// RejectedBy returns [resilience.KindRateLimiter].
+func (e *LimitedError) RejectedBy() resilience.Kind { return resilience.KindRateLimiter }
 
-// kind is the rate limiter's resilience.Kind; see LimitedError.RejectedBy.
-const kind = resilience.KindOther

@@ -27,3 +27,15 @@ func (l *Limiter) Execute(ctx context.Context, fn func(context.Context) error) e
 func (l *Limiter) Apply(ctx context.Context, next resilience.Next) error {
 	return l.Execute(ctx, next.Run)
 }
+
+// Enter is [Limiter.Acquire] as a [resilience.Gate], for pipelines: each
+// attempt spends one permit.
+func (l *Limiter) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	_, err := l.Acquire(ctx)
+	return ctx, resilience.Permit{}, err
+}
+
+// Exit does nothing: a spent permit is not given back.
+func (l *Limiter) Exit(_ context.Context, _ resilience.Permit, r resilience.Result) error {
+	return r.Err
+}

@@ -47,7 +47,7 @@ func New(opts ...Option) (*Limiter, error) {
 		l.rl = fsratelimiter.NewBursty[any](uint(cfg.limit), cfg.period)
 	}
 	l.limited = &LimitedError{Name: cfg.name, LimitForPeriod: cfg.limit, LimitRefreshPeriod: cfg.period}
-	l.rec = resilience.Attach(cfg.observer, resilience.Source{Kind: kind, Name: cfg.name})
+	l.rec = resilience.Attach(cfg.observer, resilience.Source{Kind: resilience.KindRateLimiter, Name: cfg.name})
 	return l, nil
 }
 

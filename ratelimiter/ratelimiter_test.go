@@ -167,7 +167,7 @@ func TestRejectionIsASharedLimitedError(t *testing.T) {
 	if !errors.Is(err1, ratelimiter.ErrLimited) || !resilience.IsRejection(err1) {
 		t.Fatal("not ErrLimited, or not a rejection")
 	}
-	if r, _ := resilience.AsRejection(err1); r.RejectedBy() != resilience.KindOther {
+	if r, _ := resilience.AsRejection(err1); r.RejectedBy() != resilience.KindRateLimiter {
 		t.Fatalf("RejectedBy = %v", r.RejectedBy())
 	}
 	if got := resilience.DefaultClassifier(err1); got != resilience.Ignored {
@@ -195,7 +195,7 @@ func TestObserverSeesPermittedAndRejectedCalls(t *testing.T) {
 	l := mustNew(t, ratelimiter.WithName("search"), ratelimiter.WithLimitForPeriod(2),
 		ratelimiter.WithLimitRefreshPeriod(time.Hour), ratelimiter.WithObserver(obs))
 	src := obs.Sources()
-	if len(src) != 1 || src[0].Name != "search" || src[0].Kind != resilience.KindOther {
+	if len(src) != 1 || src[0].Name != "search" || src[0].Kind != resilience.KindRateLimiter {
 		t.Fatalf("sources %+v, want one named search", src)
 	}
 	for range 3 {

@@ -19,9 +19,12 @@ const (
 	// and backoffs included: grpcmw reports one EventCall per call, with
 	// its duration and final error (for meshless.call.duration).
 	KindCall
+	// KindRateLimiter is a rate limiter (package ratelimiter).
+	KindRateLimiter
 )
 
-// String returns "circuit_breaker", "retry", "bulkhead", "timeout" or "other".
+// String returns "circuit_breaker", "retry", "bulkhead", "timeout", "other",
+// "call" or "rate_limiter".
 func (k Kind) String() string {
 	switch k {
 	case KindCircuitBreaker:
@@ -36,6 +39,8 @@ func (k Kind) String() string {
 		return "other"
 	case KindCall:
 		return "call"
+	case KindRateLimiter:
+		return "rate_limiter"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
