@@ -64,4 +64,3 @@ func (e *LimitedError) Unwrap() error { return e.Cause }
 
 // RejectedBy returns [resilience.KindRateLimiter].
 func (e *LimitedError) RejectedBy() resilience.Kind { return resilience.KindRateLimiter }
-
