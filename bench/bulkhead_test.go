@@ -10,6 +10,7 @@ import (
 	"github.com/failsafe-go/failsafe-go/fallback"
 
 	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/failsafepolicy"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -168,14 +169,14 @@ func BenchmarkBulkheadAdaptive(b *testing.B) {
 	})
 }
 
-// BenchmarkBulkheadFailsafeAdapter: what bulkhead.FailsafePolicy costs, a
+// BenchmarkBulkheadFailsafeAdapter: what failsafepolicy.New costs, a
 // failsafe-go fallback around a no-op inside a resilience.Chain, against the
 // same fallback through failsafe-go alone.
 func BenchmarkBulkheadFailsafeAdapter(b *testing.B) {
 	ctx := context.Background()
 	fb := fallback.NewWithResult[any](nil)
 	b.Run("meshless-chain", func(b *testing.B) {
-		chain := resilience.NewChain(bulkhead.FailsafePolicy(fb))
+		chain := resilience.NewChain(failsafepolicy.New(fb))
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = chain.Execute(ctx, noop)

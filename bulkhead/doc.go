@@ -61,7 +61,7 @@
 //
 // # failsafe-go policies in a chain
 //
-// [FailsafePolicy] lets any failsafe-go policy (hedge, fallback, rate
+// failsafepolicy.New lets any failsafe-go policy (hedge, fallback, rate
 // limiter, cache, ...) join a [resilience.Chain], at the price of
 // failsafe-go's executor: a dozen or more allocations a call, where the
 // meshless policies take none.

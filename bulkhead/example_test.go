@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/failsafe-go/failsafe-go/fallback"
-	"github.com/failsafe-go/failsafe-go/ratelimiter"
-
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/resilience"
 )
@@ -100,29 +97,4 @@ func ExampleNew_invalid() {
 	// Output:
 	// bulkhead: maxConcurrentCalls: must be at least 1, got 0
 	// adaptive.minLimit: must not exceed adaptive.maxLimit (10), got 50
-}
-
-// Any failsafe-go policy can join a chain. Here a failsafe-go fallback
-// serves a default when the bulkhead inside it is full, and a failsafe-go
-// rate limiter's refusal comes back as a rejection.
-func ExampleFailsafePolicy() {
-	bh, _ := bulkhead.New(bulkhead.WithMaxConcurrentCalls(1))
-	chain := resilience.NewChain(
-		bulkhead.FailsafePolicy(fallback.NewWithResult[any](nil)),
-		bh,
-	)
-	held, _ := bh.Acquire(context.Background())
-	err := chain.Execute(context.Background(), func(context.Context) error { return nil })
-	fmt.Println("full, with a fallback:", err)
-	held.Release()
-
-	limited := resilience.NewChain(bulkhead.FailsafePolicy(ratelimiter.NewBursty[any](1, time.Hour)))
-	call := func(context.Context) error { return nil }
-	fmt.Println(limited.Execute(context.Background(), call))
-	err = limited.Execute(context.Background(), call)
-	fmt.Println(err, errors.Is(err, ratelimiter.ErrExceeded), resilience.IsRejection(err))
-	// Output:
-	// full, with a fallback: <nil>
-	// <nil>
-	// rate limit exceeded true true
 }

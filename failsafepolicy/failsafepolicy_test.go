@@ -1,4 +1,4 @@
-package bulkhead_test
+package failsafepolicy_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/failsafepolicy"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -36,7 +37,7 @@ func TestFailsafeFallbackInAChain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// The fallback is outside the bulkhead: it also serves the
 			// bulkhead's own rejections.
-			chain := resilience.NewChain(bulkhead.FailsafePolicy(tt.p), b)
+			chain := resilience.NewChain(failsafepolicy.New(tt.p), b)
 			var active int
 			err := chain.Execute(t.Context(), func(context.Context) error {
 				active = b.Active()
@@ -51,7 +52,7 @@ func TestFailsafeFallbackInAChain(t *testing.T) {
 		})
 	}
 	t.Run("fallback on a full bulkhead", func(t *testing.T) {
-		chain := resilience.NewChain(bulkhead.FailsafePolicy(fallback.NewWithResult[any](nil)), b)
+		chain := resilience.NewChain(failsafepolicy.New(fallback.NewWithResult[any](nil)), b)
 		held := hold(t, b, 1)
 		defer releaseAll(held)
 		if err := chain.Execute(t.Context(), func(context.Context) error { t.Fatal("ran in a full bulkhead"); return nil }); err != nil {
@@ -66,7 +67,7 @@ func TestFailsafeRateLimiterRejectionIsARejection(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl := ratelimiter.NewBursty[any](2, time.Hour)
-	chain := resilience.NewChain(cb, bulkhead.FailsafePolicy(rl))
+	chain := resilience.NewChain(cb, failsafepolicy.New(rl))
 	var ran int
 	call := func(context.Context) error { ran++; return nil }
 	for i := range 2 {
@@ -79,7 +80,7 @@ func TestFailsafeRateLimiterRejectionIsARejection(t *testing.T) {
 		if !errors.Is(err, ratelimiter.ErrExceeded) {
 			t.Fatalf("third call: %v, want ratelimiter.ErrExceeded", err)
 		}
-		var fr *bulkhead.FailsafeRejectionError
+		var fr *failsafepolicy.RejectionError
 		if !errors.As(err, &fr) || fr.RejectedBy() != resilience.KindOther || err.Error() != ratelimiter.ErrExceeded.Error() {
 			t.Fatalf("err = %#v, want a FailsafeRejectionError", err)
 		}
@@ -97,7 +98,7 @@ func TestFailsafeRateLimiterRejectionIsARejection(t *testing.T) {
 }
 
 func TestFailsafePolicyPassesErrorsOfTheChainUnchanged(t *testing.T) {
-	p := bulkhead.FailsafePolicy(ratelimiter.NewBursty[any](1000, time.Hour))
+	p := failsafepolicy.New(ratelimiter.NewBursty[any](1000, time.Hour))
 	inner := &bulkhead.FullError{Name: "inner", Limit: 1}
 	for _, want := range []error{errUnavailable, inner, ratelimiter.ErrExceeded} {
 		err := resilience.NewChain(p).Execute(t.Context(), func(context.Context) error { return want })
@@ -118,7 +119,7 @@ func TestFailsafePolicyRunsTheChainWithTheExecutionsContext(t *testing.T) {
 	type key struct{}
 	t.Run("values and a failsafe-go timeout", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			chain := resilience.NewChain(bulkhead.FailsafePolicy(fstimeout.New[any](50 * time.Millisecond)))
+			chain := resilience.NewChain(failsafepolicy.New(fstimeout.New[any](50 * time.Millisecond)))
 			ctx := context.WithValue(t.Context(), key{}, "caller")
 			start := time.Now()
 			var seen any
@@ -140,7 +141,7 @@ func TestFailsafePolicyRunsTheChainWithTheExecutionsContext(t *testing.T) {
 	})
 	t.Run("a hedge cancels the losing attempt", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			chain := resilience.NewChain(bulkhead.FailsafePolicy(hedgepolicy.NewWithDelay[any](10 * time.Millisecond)))
+			chain := resilience.NewChain(failsafepolicy.New(hedgepolicy.NewWithDelay[any](10 * time.Millisecond)))
 			var attempts, cancelled atomic.Int32
 			lost := make(chan struct{})
 			err := chain.Execute(t.Context(), func(ctx context.Context) error {
@@ -171,9 +172,9 @@ func TestFailsafePolicyAllocations(t *testing.T) {
 		name string
 		p    resilience.Policy
 	}{
-		{name: "fallback", p: bulkhead.FailsafePolicy(fallback.NewWithResult[any](nil))},
-		{name: "rate limiter", p: bulkhead.FailsafePolicy(ratelimiter.NewBursty[any](1<<30, time.Hour))},
-		{name: "fallback and rate limiter together", p: bulkhead.FailsafePolicy(fallback.NewWithResult[any](nil), ratelimiter.NewBursty[any](1<<30, time.Hour))},
+		{name: "fallback", p: failsafepolicy.New(fallback.NewWithResult[any](nil))},
+		{name: "rate limiter", p: failsafepolicy.New(ratelimiter.NewBursty[any](1<<30, time.Hour))},
+		{name: "fallback and rate limiter together", p: failsafepolicy.New(fallback.NewWithResult[any](nil), ratelimiter.NewBursty[any](1<<30, time.Hour))},
 	} {
 		chain := resilience.NewChain(tt.p)
 		n := testing.AllocsPerRun(1000, func() { _ = chain.Execute(ctx, noop) })

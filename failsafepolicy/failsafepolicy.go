@@ -1,4 +1,8 @@
-package bulkhead
+// Package failsafepolicy lets failsafe-go's policies (a hedge, a fallback,
+// a rate limiter, a cache, ...) join a [resilience.Chain]. It is a package of
+// its own so that programs that do not use it do not compile failsafe-go's
+// other policies.
+package failsafepolicy
 
 import (
 	"context"
@@ -15,7 +19,7 @@ import (
 	"github.com/meshless/meshless/resilience"
 )
 
-// FailsafePolicy returns a [resilience.Policy] that runs the rest of a chain
+// New returns a [resilience.Policy] that runs the rest of a chain
 // under failsafe-go policies (a hedge, a fallback, a rate limiter, a cache,
 // ...), so that they can join a [resilience.Chain]. Several policies given
 // at once are composed as failsafe.With composes them: the first is the
@@ -29,7 +33,7 @@ import (
 // The errors by which failsafe-go's policies refuse a call locally — a rate
 // limiter's ratelimiter.ErrExceeded, a bulkhead's ErrFull, a breaker's
 // ErrOpen, an adaptive limiter's or throttler's ErrExceeded, a budget's
-// ErrExceeded — come back wrapped in a *[FailsafeRejectionError], a
+// ErrExceeded — come back wrapped in a *[RejectionError], a
 // [resilience.Rejection] that still matches the failsafe-go sentinel with
 // errors.Is: a meshless breaker ignores it and a meshless retry does not
 // retry it. Every other error, and every error of the rest of the chain,
@@ -44,7 +48,7 @@ import (
 // policy's executor): 13 allocations a call for one fallback with
 // failsafe-go v0.9.4, 17 with v0.9.8, against none for the meshless
 // policies. See docs/bulkhead.md for the figures.
-func FailsafePolicy(policies ...failsafe.Policy[any]) resilience.Policy {
+func New(policies ...failsafe.Policy[any]) resilience.Policy {
 	return &failsafePolicy{exec: failsafe.With[any](policies...)}
 }
 
@@ -57,7 +61,7 @@ func (f *failsafePolicy) Apply(ctx context.Context, next resilience.Next) error 
 		return next.Run(e.Context())
 	})
 	if err != nil && !resilience.IsRejection(err) && isFailsafeRejection(err) {
-		return &FailsafeRejectionError{Err: err}
+		return &RejectionError{Err: err}
 	}
 	return err
 }
@@ -81,18 +85,18 @@ func isFailsafeRejection(err error) bool {
 	return false
 }
 
-// FailsafeRejectionError is a local refusal by a failsafe-go policy run
+// RejectionError is a local refusal by a failsafe-go policy run
 // through [FailsafePolicy], made a [resilience.Rejection]. Err is
 // failsafe-go's error, so errors.Is(err, ratelimiter.ErrExceeded) (say) still
 // holds.
-type FailsafeRejectionError struct {
+type RejectionError struct {
 	Err error
 }
 
-func (e *FailsafeRejectionError) Error() string { return e.Err.Error() }
+func (e *RejectionError) Error() string { return e.Err.Error() }
 
 // Unwrap returns Err.
-func (e *FailsafeRejectionError) Unwrap() error { return e.Err }
+func (e *RejectionError) Unwrap() error { return e.Err }
 
 // RejectedBy returns [resilience.KindOther].
-func (e *FailsafeRejectionError) RejectedBy() resilience.Kind { return resilience.KindOther }
+func (e *RejectionError) RejectedBy() resilience.Kind { return resilience.KindOther }
