@@ -10,6 +10,7 @@ import (
 	"github.com/failsafe-go/failsafe-go"
 	fscb "github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/resilience"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -57,6 +58,13 @@ func BenchmarkClosed(b *testing.B) {
 	ctx := context.Background()
 	b.Run("meshless", func(b *testing.B) {
 		cb := newMeshless(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = cb.Execute(ctx, noop)
+		}
+	})
+	b.Run("meshless-coarse-clock", func(b *testing.B) {
+		cb, _ := circuitbreaker.New(circuitbreaker.WithClock(resilience.CoarseClock()))
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = cb.Execute(ctx, noop)

@@ -270,6 +270,18 @@ func (b *Breaker) Enter(ctx context.Context) (context.Context, resilience.Permit
 	return ctx, resilience.Permit{}, nil // disabled: nothing to record
 }
 
+// Commit takes a committed attempt's result now when the attempt is a
+// half-open probe, so that a long-lived stream gives its probe's place back
+// at its first response ([resilience.EarlyGate]); any other attempt is
+// recorded when it ends.
+func (b *Breaker) Commit(ctx context.Context, pm resilience.Permit, r resilience.Result) bool {
+	if _, ok := pm.Ref.(*probe); !ok {
+		return false
+	}
+	b.Exit(ctx, pm, r)
+	return true
+}
+
 // Exit records the result of a call that [Breaker.Enter] admitted: its
 // outcome, and its duration as the pipeline measured it (the call's own
 // time, without local queueing) for the slow-call rate.

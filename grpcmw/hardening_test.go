@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
 // holdFirst makes the server answer the first call after hold, and the
@@ -143,4 +145,61 @@ defaults:
 	}
 	cancel()
 	<-recvd
+}
+
+// Issue 9 item 3: a long-lived stream admitted as a half-open probe gives
+// its probe's place back at its first response, so a recovered backend
+// closes the breaker while the stream stays open. Before, the watch held
+// its probe until it ended and the breaker stayed HALF_OPEN, rejecting.
+func TestIssue9AWatchStreamDoesNotWedgeTheBreaker(t *testing.T) {
+	f := new(faultServer)
+	addr, _ := serve(t, f)
+	clk := resiliencetest.NewClock(time.Unix(0, 0))
+	client, chain, _ := dial(t, addr, `
+defaults:
+  circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 4, waitDurationInOpenState: 10s, permittedNumberOfCallsInHalfOpenState: 2 }
+  retry: { enabled: false }
+`, grpcmw.WithClock(clk))
+	f.setUnary(failing(codes.Unavailable))
+	for range 4 {
+		_, _ = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+	}
+	cb, _ := chain.Breaker(testService)
+	if cb.State() != circuitbreaker.StateOpen {
+		t.Fatalf("breaker %v after 4 failures, want OPEN", cb.State())
+	}
+	clk.Advance(10 * time.Second) // the open wait is over: HALF_OPEN
+	if cb.State() != circuitbreaker.StateHalfOpen {
+		t.Fatalf("breaker %v after the open wait, want HALF_OPEN", cb.State())
+	}
+	// The backend has recovered. A watch takes the first probe, answers once
+	// and stays open.
+	f.setUnary(func(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+		return &testgrpc.SimpleResponse{}, nil
+	})
+	endWatch := make(chan struct{})
+	f.setStream(func(_ *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error {
+		if err := s.Send(&testgrpc.StreamingOutputCallResponse{}); err != nil {
+			return err
+		}
+		<-endWatch
+		return nil
+	})
+	defer close(endWatch)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	watch, err := client.StreamingOutputCall(ctx, sendParams(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	// One unary probe is enough to close it now.
+	if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+		t.Fatalf("the second probe = %v, want it admitted and answered", err)
+	}
+	if cb.State() != circuitbreaker.StateClosed {
+		t.Fatalf("breaker %v with the watch still open, want CLOSED", cb.State())
+	}
 }

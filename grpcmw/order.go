@@ -48,6 +48,12 @@ func (e *breakerEntry) Enter(ctx context.Context) (context.Context, resilience.P
 	return ctx, p, nil
 }
 
+// Commit lets a half-open probe take a stream's first response as its
+// verdict.
+func (e *breakerEntry) Commit(ctx context.Context, p resilience.Permit, r resilience.Result) bool {
+	return e.b.Commit(ctx, p, r)
+}
+
 // Exit records the attempt's result in the breaker.
 func (e *breakerEntry) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
 	return e.b.Exit(ctx, p, r)

@@ -16,10 +16,15 @@ import (
 
 // StreamClientInterceptor returns the interceptor for streaming calls.
 //
-// The breaker and the bulkhead admit a stream when it is created and count
-// its final status (or its creation error) as the outcome; their permits are
-// given back when the stream ends in any way: io.EOF, an error, the end of
-// its context, or the caller dropping it. Retries cover the creation of the
+// The breaker and the bulkhead admit a stream when it is created, and the
+// stream's outcome is its final status (or its creation error), recorded
+// when it ends — with one exception: a stream admitted as a half-open probe
+// is judged by its first response message, a success, at once. So a
+// long-lived stream (a watch, a subscription) never holds a probe past its
+// first response, and a recovered backend closes the breaker while such
+// streams stay open. The bulkhead's permit is held for the stream's life and
+// given back when it ends in any way: io.EOF, an error, the end of its
+// context, or the caller dropping it. Retries cover the creation of the
 // stream and, for server-streaming methods (one request, a stream of
 // responses), failures before the first response arrives: the request is
 // replayed, and no response is ever delivered twice. Timeouts apply to a
@@ -225,6 +230,9 @@ func (cs *clientStream) RecvMsg(msg any) error {
 		err := s.current().RecvMsg(msg)
 		s.mu.Lock()
 		if err == nil {
+			if !s.received {
+				s.adm.Commit(nil) // a half-open probe's verdict: see StreamClientInterceptor
+			}
 			s.received, s.sent = true, nil
 			if !s.desc.ServerStreams { // one response: the call is over
 				s.finishLocked(nil)

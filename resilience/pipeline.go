@@ -26,6 +26,17 @@ type Gate interface {
 	Exit(ctx context.Context, p Permit, r Result) error
 }
 
+// An EarlyGate is a [Gate] that may take an attempt's result as soon as the
+// attempt commits (see [Admission.Commit]), before it ends: a half-open
+// circuit breaker's probe takes a stream's first response as its verdict, so
+// that a stream that lives for hours never holds a probe nor keeps the
+// breaker from deciding. Commit reports whether the gate has exited; if not,
+// its Exit comes when the attempt ends, as for any gate.
+type EarlyGate interface {
+	Gate
+	Commit(ctx context.Context, p Permit, r Result) (exited bool)
+}
+
 // Permit is a gate's admission of one attempt. Its fields belong to the gate
 // that issued it; hold pointer-shaped values in them so that building a
 // Permit does not allocate.
@@ -109,13 +120,14 @@ type Admission struct {
 	permits [MaxGates]Permit
 	n       int
 	start   time.Time
+	exited  uint8 // gates that exited early (Commit), by index
 }
 
 // Admit enters every gate in order. When a gate refuses, the gates already
 // entered are exited with the refusal as an [Ignored] result, and Admit
 // returns the refusal. a must not hold an attempt that has not ended.
 func (p *Pipeline) Admit(ctx context.Context, a *Admission) (err error) {
-	a.p, a.n = p, 0
+	a.p, a.n, a.exited = p, 0, 0
 	admitted := false
 	defer func() {
 		if !admitted { // a refusal, or a panic in a gate
@@ -155,6 +167,22 @@ func (a *Admission) Done(err error) error {
 	return a.exit(Result{Err: err, Outcome: a.p.classify(err), Duration: end.Sub(a.start), End: end})
 }
 
+// Commit tells the early gates ([EarlyGate]) how the attempt went so far —
+// err is nil for a stream's first response; those that take it now are not
+// exited again by Done or Abort. Call it at most once per attempt.
+func (a *Admission) Commit(err error) {
+	if a.n == 0 {
+		return
+	}
+	end := a.p.clock.Now()
+	r := Result{Err: err, Outcome: a.p.classify(err), Duration: end.Sub(a.start), End: end}
+	for i := a.n - 1; i >= 0; i-- {
+		if g, ok := a.p.gates[i].(EarlyGate); ok && a.exited&(1<<i) == 0 && g.Commit(a.in[i], a.permits[i], r) {
+			a.exited |= 1 << i
+		}
+	}
+}
+
 // Abort ends an attempt that did not reach Done — it panicked — giving every
 // permit back with a [Failure] result and [ErrPanicked]. After Done it does
 // nothing, so it is meant to be deferred.
@@ -175,12 +203,16 @@ func (a *Admission) exit(r Result) error {
 	defer func() {
 		if i >= 0 { // gates[i].Exit panicked
 			for i--; i >= 0; i-- {
-				a.p.gates[i].Exit(a.in[i], a.permits[i], r)
+				if a.exited&(1<<i) == 0 {
+					a.p.gates[i].Exit(a.in[i], a.permits[i], r)
+				}
 			}
 		}
 	}()
 	for ; i >= 0; i-- {
-		r.Err = a.p.gates[i].Exit(a.in[i], a.permits[i], r)
+		if a.exited&(1<<i) == 0 {
+			r.Err = a.p.gates[i].Exit(a.in[i], a.permits[i], r)
+		}
 	}
 	return r.Err
 }
