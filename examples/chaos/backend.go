@@ -61,16 +61,30 @@ type backend struct {
 	inflight      atomic.Int64
 	peak          atomic.Int64
 	srv           *grpc.Server
-	addr          string
+	target        string            // for grpc.NewClient
+	dialOpts      []grpc.DialOption // what reaching target needs
 }
 
-// startBackend starts a backend on a free loopback port.
-func startBackend(latency, slow time.Duration, shedEvery int) (*backend, error) {
+// listenFunc starts a listener for a backend and says how a client reaches
+// it: the target to dial and the dial options that need.
+type listenFunc func() (lis net.Listener, target string, opts []grpc.DialOption, err error)
+
+// listenTCP listens on a free loopback port: what the program does.
+func listenTCP() (net.Listener, string, []grpc.DialOption, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return lis, lis.Addr().String(), nil, nil
+}
+
+// startBackend starts a backend on a listener from listen.
+func startBackend(listen listenFunc, latency, slow time.Duration, shedEvery int) (*backend, error) {
+	lis, target, opts, err := listen()
 	if err != nil {
 		return nil, err
 	}
-	b := &backend{latency: latency, slow: slow, shedEvery: int64(shedEvery), srv: grpc.NewServer(), addr: lis.Addr().String()}
+	b := &backend{latency: latency, slow: slow, shedEvery: int64(shedEvery), srv: grpc.NewServer(), target: target, dialOpts: opts}
 	testgrpc.RegisterTestServiceServer(b.srv, b)
 	go b.srv.Serve(lis) //nolint:errcheck // Serve returns once stop is called
 	return b, nil

@@ -33,7 +33,8 @@ type config struct {
 	Client     *grpcmw.Config
 	ClientYAML string // the meshless client's configuration, as printed
 	Observer   resilience.Observer
-	Quiet      bool // print the summary only
+	Quiet      bool       // print the summary only
+	Listen     listenFunc // where the backends listen; nil: loopback TCP
 }
 
 func defaultConfig() (config, error) {

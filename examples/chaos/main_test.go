@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/grpcmw"
@@ -17,9 +22,38 @@ import (
 // when run returns.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// shortConfig is the default scenario shrunk to about a second. The
-// assertions below compare the two clients with wide margins, so that a
-// loaded CI machine running -race does not make them flaky.
+// listenBufconn is an in-memory listener: inside a synctest bubble, a
+// goroutine blocked on it is durably blocked, as one blocked on a socket is
+// not, so the bubble's fake time can advance.
+func listenBufconn() (net.Listener, string, []grpc.DialOption, error) {
+	lis := bufconn.Listen(1 << 20)
+	dial := func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }
+	return lis, "passthrough:///bufconn", []grpc.DialOption{grpc.WithContextDialer(dial)}, nil
+}
+
+// runInBubble plays cfg in a synctest bubble over bufconn. Its time is fake:
+// it advances only when every goroutine of the run waits, so every latency,
+// deadline, backoff and phase is exact, however loaded the machine is.
+// Calls that start at the same instant may still run in any order, so the
+// counts vary a little from run to run; the tests' margins allow for that.
+func runInBubble(t *testing.T, cfg config, w io.Writer) summary {
+	t.Helper()
+	var sum summary
+	synctest.Test(t, func(t *testing.T) {
+		cfg.Listen = listenBufconn
+		var err error
+		if sum, err = run(t.Context(), cfg, w); err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	return sum
+}
+
+// shortConfig is the default scenario shrunk to about a second of the
+// bubble's fake time (see runInBubble).
 func shortConfig(t *testing.T) config {
 	t.Helper()
 	cfg, err := defaultConfig()
@@ -53,10 +87,7 @@ const (
 func TestMeshlessShedsLoadOfABackendThatFailsAndHangs(t *testing.T) {
 	cfg := shortConfig(t)
 	var out bytes.Buffer
-	sum, err := run(t.Context(), cfg, &out)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	sum := runInBubble(t, cfg, &out)
 	t.Logf("output:\n%s", out.String())
 	if len(sum.Clients) != 2 {
 		t.Fatalf("got %d clients, want 2", len(sum.Clients))
@@ -159,10 +190,7 @@ func TestBreakerClosesOnceBackendRecovers(t *testing.T) {
 	cb.MaxWaitDurationInOpenState = grpcmw.Dur(400 * time.Millisecond)
 	cfg.Schedule[phaseRecovered].Duration = 800 * time.Millisecond
 	var out bytes.Buffer
-	sum, err := run(t.Context(), cfg, &out)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	sum := runInBubble(t, cfg, &out)
 	trs := sum.Transitions
 	if len(trs) == 0 {
 		t.Fatal("no transition")
