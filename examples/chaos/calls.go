@@ -55,13 +55,17 @@ func newClients(cfg config, obs resilience.Observer) (cs []*client, err error) {
 		{"bare", fmt.Sprintf("a plain gRPC client, a %v deadline per call, nothing else", cfg.Timeout), cfg.Timeout, nil},
 		{"meshless", "the same calls through a meshless chain (client.yaml below)", 0, chain.DialOptions()},
 	} {
-		b, err := startBackend(cfg.Latency, cfg.Overloaded, cfg.ShedEvery)
+		listen := cfg.Listen
+		if listen == nil {
+			listen = listenTCP
+		}
+		b, err := startBackend(listen, cfg.Capacity)
 		if err != nil {
 			return cs, err
 		}
 		cl := &client{name: c.name, about: c.about, backend: b, deadline: c.deadline, st: newStats(len(cfg.Schedule))}
 		cs = append(cs, cl)
-		opts := append(c.opts,
+		opts := append(append(c.opts, b.dialOpts...),
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			// Added after the chain's, so it runs once per attempt.
 			grpc.WithChainUnaryInterceptor(countAttempts),
@@ -69,7 +73,7 @@ func newClients(cfg config, obs resilience.Observer) (cs []*client, err error) {
 		if c.opts != nil {
 			opts = append(opts, grpc.WithDisableRetry()) // meshless retries; gRPC's own must not
 		}
-		if cl.conn, err = grpc.NewClient(b.addr, opts...); err != nil {
+		if cl.conn, err = grpc.NewClient(b.target, opts...); err != nil {
 			return cs, err
 		}
 		cl.conn.Connect()

@@ -21,20 +21,16 @@ import (
 	"github.com/meshless/meshless/otelmw"
 )
 
-// metricsServer is an HTTP server of /metrics and the observer whose
-// metrics it serves.
-type metricsServer struct {
-	Addr     string // where it listens, host:port
+// metrics is an observer and the handler of /metrics that serves its
+// metrics in Prometheus's format, recorded through the OpenTelemetry SDK and
+// its Prometheus exporter with the default (suffixed) names.
+type metrics struct {
 	Observer *otelmw.Observer
+	Handler  http.Handler
 	provider *sdkmetric.MeterProvider
-	srv      *http.Server
-	served   chan struct{}
 }
 
-// serveMetrics listens on addr and serves /metrics in Prometheus's format:
-// the metrics of the Observer it returns, recorded through the OpenTelemetry
-// SDK and its Prometheus exporter with the default (suffixed) names.
-func serveMetrics(addr string) (*metricsServer, error) {
+func newMetrics() (*metrics, error) {
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
@@ -48,31 +44,53 @@ func serveMetrics(addr string) (*metricsServer, error) {
 	if err != nil {
 		return nil, errors.Join(err, mp.Shutdown(context.Background()))
 	}
+	return &metrics{Observer: obs, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), provider: mp}, nil
+}
+
+// Close stops the observer and its meter provider.
+func (m *metrics) Close(ctx context.Context) error {
+	return errors.Join(m.Observer.Close(), m.provider.Shutdown(ctx))
+}
+
+// metricsServer is an HTTP server of /metrics and the observer whose
+// metrics it serves.
+type metricsServer struct {
+	*metrics
+	Addr   string // where it listens, host:port
+	srv    *http.Server
+	served chan struct{}
+}
+
+// serveMetrics listens on addr and serves /metrics (see [metrics]).
+func serveMetrics(addr string) (*metricsServer, error) {
+	m, err := newMetrics()
+	if err != nil {
+		return nil, err
+	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, errors.Join(err, obs.Close(), mp.Shutdown(context.Background()))
+		return nil, errors.Join(err, m.Close(context.Background()))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	m := &metricsServer{
-		Addr:     lis.Addr().String(),
-		Observer: obs,
-		provider: mp,
-		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
-		served:   make(chan struct{}),
+	mux.Handle("/metrics", m.Handler)
+	s := &metricsServer{
+		metrics: m,
+		Addr:    lis.Addr().String(),
+		srv:     &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		served:  make(chan struct{}),
 	}
 	go func() {
-		defer close(m.served)
-		m.srv.Serve(lis) //nolint:errcheck // ErrServerClosed once Close is called
+		defer close(s.served)
+		s.srv.Serve(lis) //nolint:errcheck // ErrServerClosed once Close is called
 	}()
-	return m, nil
+	return s, nil
 }
 
 // Close stops the server and the observer.
-func (m *metricsServer) Close() error {
+func (s *metricsServer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := errors.Join(m.srv.Shutdown(ctx), m.Observer.Close(), m.provider.Shutdown(ctx))
-	<-m.served
+	err := errors.Join(s.srv.Shutdown(ctx), s.metrics.Close(ctx))
+	<-s.served
 	return err
 }

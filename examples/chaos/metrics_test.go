@@ -3,13 +3,15 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+	"testing/synctest"
 )
 
 // families are the Prometheus metric families (name → type) that the
@@ -37,27 +39,29 @@ var families = map[string]string{
 // _total on counters only, _seconds on the durations, and no _ratio added to
 // gauges whose names already end in ratio.
 func TestMetricsCarryTheCataloguesPrometheusNames(t *testing.T) {
-	m, err := serveMetrics("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	cfg := shortConfig(t)
-	cfg.Quiet = true
-	cfg.Observer = m.Observer
-	if _, err := run(t.Context(), cfg, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := hc.Get("http://" + m.Addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %v %v", resp.Status, err)
+	var body []byte
+	synctest.Test(t, func(t *testing.T) {
+		m, err := newMetrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(context.Background())
+		cfg := shortConfig(t)
+		cfg.Quiet = true
+		cfg.Observer = m.Observer
+		cfg.Listen = listenBufconn
+		if _, err := run(t.Context(), cfg, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		m.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET /metrics: %d\n%s", rec.Code, rec.Body)
+		}
+		body = rec.Body.Bytes()
+	})
+	if t.Failed() {
+		t.FailNow()
 	}
 
 	types := map[string]string{} // # TYPE lines of meshless_* families
@@ -105,5 +109,24 @@ func TestMetricsCarryTheCataloguesPrometheusNames(t *testing.T) {
 		if !bytes.Contains(body, []byte(label)) {
 			t.Errorf("/metrics has no label %s", label)
 		}
+	}
+}
+
+// The program's own metrics server answers on TCP, outside any bubble.
+func TestMetricsServerServesMetrics(t *testing.T) {
+	s, err := serveMetrics("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Get("http://" + s.Addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("# TYPE")) {
+		t.Fatalf("GET /metrics: %v %v\n%s", resp.Status, err, body)
 	}
 }
