@@ -81,7 +81,18 @@ func (c *call) done(di balancer.DoneInfo) {
 
 // done records an untimed call.
 func (e *endpoint) done(di balancer.DoneInfo) {
+	if di.Err == nil { // the common case, without loading the settings
+		e.succeeded()
+		return
+	}
 	e.record(e.b.settings.Load(), di.Err, false)
+}
+
+func (e *endpoint) succeeded() {
+	e.success.Add(1)
+	if e.consecutive.Load() != 0 {
+		e.consecutive.Store(0)
+	}
 }
 
 // record counts one call's result; a failure that reaches the
@@ -91,10 +102,7 @@ func (e *endpoint) record(st *settings, err error, slow bool) {
 	case resultIgnored:
 		return
 	case resultSuccess:
-		e.success.Add(1)
-		if e.consecutive.Load() != 0 {
-			e.consecutive.Store(0)
-		}
+		e.succeeded()
 	case resultFailure:
 		e.failure.Add(1)
 		if n := e.consecutive.Add(1); st.consecutive > 0 && n >= st.consecutive && !e.ejected.Load() {
