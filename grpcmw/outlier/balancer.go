@@ -95,7 +95,9 @@ type outlierBalancer struct {
 	childName string
 	closed    bool
 	timer     resilience.Timer
+	timerGen  uint64
 	interval  time.Duration
+	closeOnce sync.Once
 
 	mu        sync.Mutex
 	cfg       Config // defaults resolved
@@ -194,7 +196,7 @@ func (b *outlierBalancer) UpdateClientConnState(s balancer.ClientConnState) erro
 			b.timer.Stop()
 		}
 		b.interval = cfg.Interval
-		b.timer = clock.AfterFunc(cfg.Interval, b.tick)
+		b.startTimer(clock)
 	}
 
 	if b.child == nil || b.childName != cfg.ChildPolicy {
@@ -237,7 +239,7 @@ func (b *outlierBalancer) ExitIdle() {
 }
 
 func (b *outlierBalancer) Close() {
-	close(b.done)
+	b.closeOnce.Do(func() { close(b.done) })
 	<-b.exited
 	b.childMu.Lock()
 	defer b.childMu.Unlock()
@@ -368,14 +370,15 @@ func (b *outlierBalancer) ejectConsecutive() {
 
 // tick runs every interval: the rate detectors, then returns and the decay
 // of ejection multipliers.
-func (b *outlierBalancer) tick() {
+func (b *outlierBalancer) tick(gen uint64) {
 	b.childMu.Lock()
-	if b.closed {
+	if b.closed || gen != b.timerGen {
 		b.childMu.Unlock()
 		return
 	}
 	b.mu.Lock()
-	now := b.clock.Now()
+	clock := b.clock
+	now := clock.Now()
 	eps := b.sortedEndpoints()
 	samples := make([]sample, len(eps))
 	for i, e := range eps {
@@ -415,9 +418,18 @@ func (b *outlierBalancer) tick() {
 	for _, sc := range returnSCs {
 		sc.setEjected(false)
 	}
-	b.timer = b.clock.AfterFunc(b.interval, b.tick)
+	b.startTimer(clock)
 	b.childMu.Unlock()
 	notify(monitor, notes)
+}
+
+// startTimer arms the interval timer. A tick armed before the latest call
+// does nothing, so that a config change never leaves two timers running.
+// Called with b.childMu held.
+func (b *outlierBalancer) startTimer(clock resilience.Clock) {
+	b.timerGen++
+	gen := b.timerGen
+	b.timer = clock.AfterFunc(b.interval, func() { b.tick(gen) })
 }
 
 // ccWrapper is the ClientConn the child sees: it wraps SubConns and

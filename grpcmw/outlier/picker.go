@@ -105,7 +105,10 @@ func (e *endpoint) record(st *settings, err error, slow bool) {
 		e.succeeded()
 	case resultFailure:
 		e.failure.Add(1)
-		if n := e.consecutive.Add(1); st.consecutive > 0 && n >= st.consecutive && !e.ejected.Load() {
+		// Wake the balancer at the threshold, and again every threshold
+		// failures after it (in case the cap held the endpoint back).
+		if n := e.consecutive.Add(1); st.consecutive > 0 && n >= st.consecutive &&
+			(n-st.consecutive)%st.consecutive == 0 && !e.ejected.Load() {
 			e.b.wake()
 		}
 	}
