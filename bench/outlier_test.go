@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	estats "google.golang.org/grpc/experimental/stats"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+
+	"github.com/meshless/meshless/grpcmw/outlier"
+)
+
+// B8: the outlier balancer's picker (Pick, then the call's Done) against
+// grpc-go's round_robin picker, both built over the same four READY
+// endpoints by a fake ClientConn (no network: the picker alone).
+func BenchmarkOutlierPick(b *testing.B) {
+	untimed := outlier.Config{SlowCalls: outlier.SlowCalls{Disabled: true}}
+	for _, tc := range []struct {
+		name   string
+		policy string
+		cfg    *outlier.Config
+	}{
+		{name: "round_robin", policy: "round_robin"},
+		{name: "meshless_outlier", policy: outlier.Name, cfg: &outlier.Config{}},
+		{name: "meshless_outlier_untimed", policy: outlier.Name, cfg: &untimed},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			p, closeFn := readyPicker(b, tc.policy, tc.cfg, 4)
+			defer closeFn()
+			info := balancer.PickInfo{FullMethodName: "/bench.Service/Call", Ctx: context.Background()}
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := p.Pick(info)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Done != nil {
+					res.Done(balancer.DoneInfo{})
+				}
+			}
+		})
+	}
+	// The floor of counting every call: round_robin's pick plus a Done that
+	// does one atomic add.
+	b.Run("round_robin+atomic_done", func(b *testing.B) {
+		p, closeFn := readyPicker(b, "round_robin", nil, 4)
+		defer closeFn()
+		var n atomic.Int64
+		done := func(balancer.DoneInfo) { n.Add(1) }
+		info := balancer.PickInfo{FullMethodName: "/bench.Service/Call", Ctx: context.Background()}
+		b.ReportAllocs()
+		for b.Loop() {
+			res, err := p.Pick(info)
+			if err != nil {
+				b.Fatal(err)
+			}
+			res.Done = done
+			res.Done(balancer.DoneInfo{})
+		}
+	})
+}
+
+// readyPicker builds policy over n endpoints, drives every SubConn to READY
+// (and healthy), and returns the policy's last picker.
+func readyPicker(tb testing.TB, policy string, cfg *outlier.Config, n int) (balancer.Picker, func()) {
+	tb.Helper()
+	cc := &fakeCC{}
+	bal := balancer.Get(policy).Build(cc, balancer.BuildOptions{})
+	var lbCfg serviceconfig.LoadBalancingConfig
+	if cfg != nil {
+		js, err := json.Marshal(cfg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		parsed, err := balancer.Get(policy).(balancer.ConfigParser).ParseConfig(js)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		lbCfg = parsed
+	}
+	var st resolver.State
+	for i := range n {
+		st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: fmt.Sprintf("10.0.0.%d:50051", i+1)}}})
+	}
+	ccs := balancer.ClientConnState{ResolverState: st}
+	if lbCfg != nil {
+		ccs.BalancerConfig = lbCfg
+	}
+	if err := bal.UpdateClientConnState(ccs); err != nil {
+		tb.Fatal(err)
+	}
+	// Play gRPC: connect every SubConn the policy asked to, and report it
+	// healthy once a health listener is registered.
+	for progress := true; progress; {
+		progress = false
+		cc.mu.Lock()
+		scs := slices.Clone(cc.scs)
+		cc.mu.Unlock()
+		for _, sc := range scs {
+			if sc.connect && !sc.ready {
+				sc.ready, progress = true, true
+				sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+				sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+			}
+			if sc.healthListener != nil && !sc.healthy {
+				sc.healthy, progress = true, true
+				sc.healthListener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+			}
+		}
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.state != connectivity.Ready || cc.picker == nil {
+		tb.Fatalf("%s: state %v after every SubConn is READY", policy, cc.state)
+	}
+	return cc.picker, bal.Close
+}
+
+// fakeCC is a balancer.ClientConn that makes fake SubConns and keeps the
+// last picker.
+type fakeCC struct {
+	balancer.ClientConn
+	mu     sync.Mutex
+	scs    []*fakeSC
+	picker balancer.Picker
+	state  connectivity.State
+}
+
+func (c *fakeCC) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sc := &fakeSC{listener: opts.StateListener}
+	c.scs = append(c.scs, sc)
+	return sc, nil
+}
+
+func (c *fakeCC) UpdateState(s balancer.State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.picker, c.state = s.Picker, s.ConnectivityState
+}
+
+func (c *fakeCC) ResolveNow(resolver.ResolveNowOptions)   {}
+func (c *fakeCC) Target() string                          { return "fake:///bench" }
+func (c *fakeCC) MetricsRecorder() estats.MetricsRecorder { return noRecorder{} }
+
+type fakeSC struct {
+	balancer.SubConn
+	listener       func(balancer.SubConnState)
+	connect        bool
+	ready, healthy bool
+	healthListener func(balancer.SubConnState)
+}
+
+func (s *fakeSC) Connect()                                             { s.connect = true }
+func (s *fakeSC) Shutdown()                                            {}
+func (s *fakeSC) RegisterHealthListener(l func(balancer.SubConnState)) { s.healthListener = l }
+
+type noRecorder struct{ estats.MetricsRecorder }
+
+func (noRecorder) RecordInt64Count(*estats.Int64CountHandle, int64, ...string)             {}
+func (noRecorder) RecordFloat64Count(*estats.Float64CountHandle, float64, ...string)       {}
+func (noRecorder) RecordInt64Histo(*estats.Int64HistoHandle, int64, ...string)             {}
+func (noRecorder) RecordFloat64Histo(*estats.Float64HistoHandle, float64, ...string)       {}
+func (noRecorder) RecordInt64Gauge(*estats.Int64GaugeHandle, int64, ...string)             {}
+func (noRecorder) RecordInt64UpDownCount(*estats.Int64UpDownCountHandle, int64, ...string) {}
+func (noRecorder) RegisterAsyncReporter(estats.AsyncMetricReporter, ...estats.AsyncMetric) func() {
+	return func() {}
+}

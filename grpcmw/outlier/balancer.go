@@ -1,0 +1,559 @@
+package outlier
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/balancer/pickfirst"
+	"google.golang.org/grpc/connectivity"
+	_ "google.golang.org/grpc/health" // client-side health checking, turned on by healthCheckConfig
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+var errEjected = errors.New(Name + ": endpoint ejected as an outlier")
+
+// Name is the name the balancer is registered under, for
+// loadBalancingConfig in a service config.
+const Name = "meshless_outlier"
+
+func init() { balancer.Register(builder{}) }
+
+type builder struct{}
+
+func (builder) Name() string { return Name }
+
+// ParseConfig reads the balancer's JSON form (see [ServiceConfigJSON]).
+func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	cfg, err := parseConfig(js)
+	if err != nil {
+		return nil, err
+	}
+	lc := &lbConfig{cfg: cfg.withDefaults()}
+	if cfg.Monitor != "" {
+		m, ok := lookupMonitor(cfg.Monitor)
+		if !ok {
+			return nil, fmt.Errorf("%s: outlierDetection.monitor: no open Monitor named %q", Name, cfg.Monitor)
+		}
+		lc.monitor = m
+	}
+	if _, err := childConfig(balancer.Get(lc.cfg.ChildPolicy)); err != nil {
+		return nil, fmt.Errorf("%s: outlierDetection.childPolicy: %w", Name, err)
+	}
+	return lc, nil
+}
+
+// childConfig parses the child policy's default config, "{}".
+func childConfig(bld balancer.Builder) (serviceconfig.LoadBalancingConfig, error) {
+	if p, ok := bld.(balancer.ConfigParser); ok {
+		return p.ParseConfig(json.RawMessage("{}"))
+	}
+	return nil, nil
+}
+
+func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
+	b := &outlierBalancer{
+		cc:        cc,
+		opts:      opts,
+		endpoints: map[string]*endpoint{},
+		clock:     resilience.SystemClock(),
+		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		exited:    make(chan struct{}),
+	}
+	b.settings.Store(&settings{cls: newClassifier(DefaultFailureStatusCodes()), clock: b.clock})
+	go b.run()
+	return b
+}
+
+// settings is what the call path reads, replaced as a whole on a config
+// change.
+type settings struct {
+	cls         classifier
+	clock       resilience.Clock
+	consecutive int64         // 0: detector off
+	slow        time.Duration // 0: detector off, calls are not timed
+}
+
+// outlierBalancer wraps a child policy. Lock order: childMu, then mu. Every
+// call into the child, and every field of a subConn, is under childMu.
+type outlierBalancer struct {
+	cc   balancer.ClientConn
+	opts balancer.BuildOptions
+
+	childMu   sync.Mutex
+	child     balancer.Balancer
+	childName string
+	closed    bool
+	timer     resilience.Timer
+	timerGen  uint64
+	interval  time.Duration
+	closeOnce sync.Once
+
+	mu        sync.Mutex
+	cfg       Config // defaults resolved
+	monitor   *Monitor
+	clock     resilience.Clock
+	endpoints map[string]*endpoint // by address, only the resolver's addresses
+
+	settings atomic.Pointer[settings]
+	kick     chan struct{} // a consecutive-failure threshold was reached
+	done     chan struct{} // closed by Close
+	exited   chan struct{} // closed when run returns
+}
+
+// endpoint is one resolver address's counters and ejection state.
+type endpoint struct {
+	addr   string
+	b      *outlierBalancer
+	doneFn func(balancer.DoneInfo) // e.done, made once
+
+	success, failure, slow atomic.Int64 // this interval
+	consecutive            atomic.Int64
+	ejected                atomic.Bool // written under b.mu
+
+	// under b.mu
+	multiplier int
+	until      time.Time
+	subConns   map[*subConn]struct{}
+}
+
+func (b *outlierBalancer) newEndpoint(addr string) *endpoint {
+	e := &endpoint{addr: addr, b: b, subConns: map[*subConn]struct{}{}}
+	e.doneFn = e.done
+	return e
+}
+
+// addrsOf returns the distinct addresses of a resolver state.
+func addrsOf(s resolver.State) []string {
+	var out []string
+	for _, ep := range s.Endpoints {
+		for _, a := range ep.Addresses {
+			out = append(out, a.Addr)
+		}
+	}
+	for _, a := range s.Addresses {
+		out = append(out, a.Addr)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (b *outlierBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
+	lc, ok := s.BalancerConfig.(*lbConfig)
+	if !ok {
+		return fmt.Errorf("%s: unexpected balancer config %T", Name, s.BalancerConfig)
+	}
+	b.childMu.Lock()
+	defer b.childMu.Unlock()
+	if b.closed {
+		return nil
+	}
+	cfg := lc.cfg
+	var notes []note
+	b.mu.Lock()
+	b.cfg = cfg
+	if lc.monitor != nil && lc.monitor != b.monitor {
+		b.monitor, b.clock = lc.monitor, lc.monitor.clock
+	}
+	st := &settings{cls: newClassifier(cfg.FailureStatusCodes), clock: b.clock}
+	if !cfg.ConsecutiveFailures.Disabled {
+		st.consecutive = int64(cfg.ConsecutiveFailures.Threshold)
+	}
+	if !cfg.SlowCalls.Disabled {
+		st.slow = cfg.SlowCalls.DurationThreshold
+	}
+	b.settings.Store(st)
+	addrs := addrsOf(s.ResolverState)
+	for a, e := range b.endpoints {
+		if _, found := slices.BinarySearch(addrs, a); !found {
+			delete(b.endpoints, a)
+			if e.ejected.Load() {
+				notes = append(notes, note{addr: a})
+			}
+		}
+	}
+	for _, a := range addrs {
+		if b.endpoints[a] == nil {
+			b.endpoints[a] = b.newEndpoint(a)
+		}
+	}
+	monitor, clock := b.monitor, b.clock
+	b.mu.Unlock()
+	defer notify(monitor, notes)
+
+	if b.timer == nil || b.interval != cfg.Interval {
+		if b.timer != nil {
+			b.timer.Stop()
+		}
+		b.interval = cfg.Interval
+		b.startTimer(clock)
+	}
+
+	if b.child == nil || b.childName != cfg.ChildPolicy {
+		if b.child != nil {
+			b.child.Close()
+		}
+		b.child = balancer.Get(cfg.ChildPolicy).Build(&ccWrapper{ClientConn: b.cc, b: b}, b.opts)
+		b.childName = cfg.ChildPolicy
+	}
+	childCfg, err := childConfig(balancer.Get(cfg.ChildPolicy))
+	if err != nil {
+		return err
+	}
+	return b.child.UpdateClientConnState(balancer.ClientConnState{
+		// Petiole policies (round_robin) set this for their pick_first
+		// children; set here too so that pick_first as the child also
+		// registers the health listener through which ejection acts.
+		ResolverState:  pickfirst.EnableHealthListener(s.ResolverState),
+		BalancerConfig: childCfg,
+	})
+}
+
+func (b *outlierBalancer) ResolverError(err error) {
+	b.childMu.Lock()
+	defer b.childMu.Unlock()
+	if b.child != nil && !b.closed {
+		b.child.ResolverError(err)
+	}
+}
+
+// UpdateSubConnState is never called: every SubConn has a StateListener.
+func (b *outlierBalancer) UpdateSubConnState(balancer.SubConn, balancer.SubConnState) {}
+
+func (b *outlierBalancer) ExitIdle() {
+	b.childMu.Lock()
+	defer b.childMu.Unlock()
+	if b.child != nil && !b.closed {
+		b.child.ExitIdle()
+	}
+}
+
+func (b *outlierBalancer) Close() {
+	b.closeOnce.Do(func() { close(b.done) })
+	<-b.exited
+	b.childMu.Lock()
+	defer b.childMu.Unlock()
+	b.closed = true
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	if b.child != nil {
+		b.child.Close()
+		b.child = nil
+	}
+	b.mu.Lock()
+	var notes []note
+	for a, e := range b.endpoints {
+		if e.ejected.Load() {
+			notes = append(notes, note{addr: a})
+		}
+	}
+	monitor := b.monitor
+	b.endpoints = nil
+	b.mu.Unlock()
+	notify(monitor, notes)
+}
+
+// run ejects, off the call path, the endpoints that reached the
+// consecutive-failure threshold.
+func (b *outlierBalancer) run() {
+	defer close(b.exited)
+	for {
+		select {
+		case <-b.done:
+			return
+		case <-b.kick:
+			b.ejectConsecutive()
+		}
+	}
+}
+
+// wake asks run to look for consecutive failures.
+func (b *outlierBalancer) wake() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// note is an ejection (reason set) or a return to tell the monitor of.
+type note struct{ addr, reason string }
+
+func notify(m *Monitor, notes []note) {
+	if m == nil {
+		return
+	}
+	for _, n := range notes {
+		if n.reason != "" {
+			m.eject(n.addr, n.reason)
+		} else {
+			m.unject(n.addr)
+		}
+	}
+}
+
+// sortedEndpoints returns the endpoints by address. Called with b.mu held.
+func (b *outlierBalancer) sortedEndpoints() []*endpoint {
+	eps := make([]*endpoint, 0, len(b.endpoints))
+	for _, e := range b.endpoints {
+		eps = append(eps, e)
+	}
+	slices.SortFunc(eps, func(x, y *endpoint) int { return strings.Compare(x.addr, y.addr) })
+	return eps
+}
+
+// eject marks e ejected and returns its SubConns. Called with b.mu held.
+func (b *outlierBalancer) eject(e *endpoint, now time.Time) []*subConn {
+	e.ejected.Store(true)
+	e.multiplier++
+	e.until = now.Add(ejectionTime(b.cfg.BaseEjectionTime, b.cfg.MaxEjectionTime, e.multiplier))
+	e.consecutive.Store(0)
+	return slices.Collect(mapKeys(e.subConns))
+}
+
+func mapKeys(m map[*subConn]struct{}) func(func(*subConn) bool) {
+	return func(yield func(*subConn) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// ejectConsecutive ejects the endpoints whose consecutive failures reached
+// the threshold, within the cap.
+func (b *outlierBalancer) ejectConsecutive() {
+	b.childMu.Lock()
+	if b.closed {
+		b.childMu.Unlock()
+		return
+	}
+	b.mu.Lock()
+	threshold := b.settings.Load().consecutive
+	eps := b.sortedEndpoints()
+	n := 0
+	for _, e := range eps {
+		if e.ejected.Load() {
+			n++
+		}
+	}
+	limit := maxEjected(len(eps), b.cfg.MaxEjectionPercent)
+	var notes []note
+	var out []*subConn
+	now := b.clock.Now()
+	for _, e := range eps {
+		if threshold > 0 && n < limit && !e.ejected.Load() && e.consecutive.Load() >= threshold {
+			out = append(out, b.eject(e, now)...)
+			notes = append(notes, note{e.addr, ReasonConsecutiveFailures})
+			n++
+		}
+	}
+	monitor := b.monitor
+	b.mu.Unlock()
+	for _, sc := range out {
+		sc.setEjected(true)
+	}
+	b.childMu.Unlock()
+	notify(monitor, notes)
+}
+
+// tick runs every interval: the rate detectors, then returns and the decay
+// of ejection multipliers.
+func (b *outlierBalancer) tick(gen uint64) {
+	b.childMu.Lock()
+	if b.closed || gen != b.timerGen {
+		b.childMu.Unlock()
+		return
+	}
+	b.mu.Lock()
+	clock := b.clock
+	now := clock.Now()
+	eps := b.sortedEndpoints()
+	samples := make([]sample, len(eps))
+	for i, e := range eps {
+		samples[i] = sample{
+			success: e.success.Swap(0), failure: e.failure.Swap(0), slow: e.slow.Swap(0),
+			ejected: e.ejected.Load(),
+		}
+	}
+	var notes []note
+	var ejectSCs, returnSCs []*subConn
+	justEjected := make([]bool, len(eps))
+	for _, v := range detect(&b.cfg, samples) {
+		e := eps[v.i]
+		ejectSCs = append(ejectSCs, b.eject(e, now)...)
+		notes = append(notes, note{e.addr, v.reason})
+		justEjected[v.i] = true
+	}
+	for i, e := range eps {
+		switch {
+		case justEjected[i]:
+		case !e.ejected.Load():
+			if e.multiplier > 0 {
+				e.multiplier--
+			}
+		case !now.Before(e.until):
+			e.ejected.Store(false)
+			e.consecutive.Store(0)
+			returnSCs = append(returnSCs, slices.Collect(mapKeys(e.subConns))...)
+			notes = append(notes, note{addr: e.addr})
+		}
+	}
+	monitor := b.monitor
+	b.mu.Unlock()
+	for _, sc := range ejectSCs {
+		sc.setEjected(true)
+	}
+	for _, sc := range returnSCs {
+		sc.setEjected(false)
+	}
+	b.startTimer(clock)
+	b.childMu.Unlock()
+	notify(monitor, notes)
+}
+
+// startTimer arms the interval timer. A tick armed before the latest call
+// does nothing, so that a config change never leaves two timers running.
+// Called with b.childMu held.
+func (b *outlierBalancer) startTimer(clock resilience.Clock) {
+	b.timerGen++
+	gen := b.timerGen
+	b.timer = clock.AfterFunc(b.interval, func() { b.tick(gen) })
+}
+
+// ccWrapper is the ClientConn the child sees: it wraps SubConns and
+// pickers.
+type ccWrapper struct {
+	balancer.ClientConn
+	b *outlierBalancer
+}
+
+func (w *ccWrapper) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
+	sc := &subConn{b: w.b, listener: opts.StateListener}
+	opts.StateListener = sc.updateState
+	inner, err := w.ClientConn.NewSubConn(addrs, opts)
+	if err != nil {
+		return nil, err
+	}
+	sc.SubConn = inner
+	if len(addrs) > 0 {
+		w.b.mu.Lock()
+		if e := w.b.endpoints[addrs[0].Addr]; e != nil {
+			sc.ep = e
+			sc.ejected = e.ejected.Load()
+			e.subConns[sc] = struct{}{}
+		}
+		w.b.mu.Unlock()
+	}
+	return sc, nil
+}
+
+func (w *ccWrapper) RemoveSubConn(sc balancer.SubConn) {
+	w.ClientConn.RemoveSubConn(unwrap(sc))
+}
+
+func (w *ccWrapper) UpdateAddresses(sc balancer.SubConn, addrs []resolver.Address) {
+	w.ClientConn.UpdateAddresses(unwrap(sc), addrs)
+}
+
+func (w *ccWrapper) UpdateState(s balancer.State) {
+	if s.Picker != nil {
+		s.Picker = &picker{child: s.Picker, b: w.b}
+	}
+	w.ClientConn.UpdateState(s)
+}
+
+func unwrap(sc balancer.SubConn) balancer.SubConn {
+	if w, ok := sc.(*subConn); ok {
+		return w.SubConn
+	}
+	return sc
+}
+
+// subConn wraps a SubConn to know its endpoint and to hide it from the child
+// while ejected: the child's health listener then hears TRANSIENT_FAILURE,
+// as in gRPC's own outlier detection (gRFC A50). Its fields are under
+// b.childMu, except ep, set once.
+type subConn struct {
+	balancer.SubConn
+	b        *outlierBalancer
+	ep       *endpoint
+	listener func(balancer.SubConnState) // the child's
+
+	ejected        bool
+	state          connectivity.State
+	health         balancer.SubConnState
+	healthSet      bool
+	healthListener func(balancer.SubConnState)
+	healthGen      uint64
+}
+
+// updateState receives the SubConn's connectivity from gRPC.
+func (sc *subConn) updateState(s balancer.SubConnState) {
+	sc.b.childMu.Lock()
+	defer sc.b.childMu.Unlock()
+	sc.state = s.ConnectivityState
+	if s.ConnectivityState != connectivity.Ready {
+		// gRPC drops health listeners when a SubConn leaves READY.
+		sc.healthListener, sc.healthSet = nil, false
+		sc.healthGen++
+	}
+	if s.ConnectivityState == connectivity.Shutdown && sc.ep != nil {
+		sc.b.mu.Lock()
+		delete(sc.ep.subConns, sc)
+		sc.b.mu.Unlock()
+	}
+	if !sc.b.closed && sc.listener != nil {
+		sc.listener(s)
+	}
+}
+
+// RegisterHealthListener is called by the child, under b.childMu.
+func (sc *subConn) RegisterHealthListener(l func(balancer.SubConnState)) {
+	sc.healthGen++
+	gen := sc.healthGen
+	sc.healthListener, sc.healthSet = l, false
+	if l == nil {
+		sc.SubConn.RegisterHealthListener(nil)
+		return
+	}
+	sc.SubConn.RegisterHealthListener(func(s balancer.SubConnState) {
+		sc.b.childMu.Lock()
+		defer sc.b.childMu.Unlock()
+		if sc.b.closed || sc.healthGen != gen {
+			return
+		}
+		sc.health, sc.healthSet = s, true
+		if !sc.ejected {
+			l(s)
+		}
+	})
+}
+
+// setEjected hides or shows the SubConn to the child. Called with
+// b.childMu held.
+func (sc *subConn) setEjected(ejected bool) {
+	if sc.ejected == ejected {
+		return
+	}
+	sc.ejected = ejected
+	if sc.healthListener == nil || sc.state != connectivity.Ready {
+		return
+	}
+	if ejected {
+		sc.healthListener(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errEjected})
+	} else if sc.healthSet {
+		sc.healthListener(sc.health)
+	}
+}

@@ -1,0 +1,280 @@
+package outlier_test
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/meshless/meshless/grpcmw/outlier"
+)
+
+// An UNAVAILABLE backend is ejected at once by consecutive failures, gets
+// no calls while ejected, returns after the ejection time, and is ejected
+// for twice as long the next time.
+func TestUnavailableEjectedAndReturns(t *testing.T) {
+	h := newHarness(t, 4, only(func(c *outlier.Config) { c.ConsecutiveFailures.Disabled = false }), harnessOpts{})
+	bad := h.backends[1]
+	bad.code.Store(int32(codes.Unavailable))
+
+	h.poll("the bad backend is ejected", 4, func() bool { return h.mon.IsEjected(bad.addr) })
+	if got := h.events.list(); len(got) != 1 || got[0] != "ejected "+bad.addr+" consecutive_failures" {
+		t.Fatalf("events %v, want one consecutive_failures ejection", got)
+	}
+	if got := bad.calls.Load(); got < 5 || got > 9 {
+		t.Errorf("bad backend got %d calls before its ejection, want 5 (a few more while ejection is under way)", got)
+	}
+	h.reset()
+	if failed := h.call(60); failed != 0 {
+		t.Errorf("%d calls failed while the bad backend was ejected", failed)
+	}
+	if got := h.counts(); got[1] != 0 || got[0] == 0 || got[2] == 0 || got[3] == 0 {
+		t.Fatalf("calls per backend while ejected %v, want none to backend 1 and some to the others", got)
+	}
+
+	// Ejected for base (10 s) the first time: still out after 9 s, back at 10 s.
+	h.clk.Advance(9 * time.Second)
+	h.wantEjected(bad)
+	h.clk.Advance(time.Second)
+	h.wantEjected()
+	if !h.events.has("returned " + bad.addr) {
+		t.Fatalf("no return event: %v", h.events.list())
+	}
+
+	// Still bad: ejected again, now for 2 × base.
+	h.reset()
+	h.poll("the bad backend is ejected again", 4, func() bool { return h.mon.IsEjected(bad.addr) })
+	if bad.calls.Load() == 0 {
+		t.Fatal("the returned backend got no calls")
+	}
+	h.clk.Advance(19 * time.Second)
+	h.wantEjected(bad)
+	h.reset()
+	h.call(20)
+	if got := bad.calls.Load(); got != 0 {
+		t.Fatalf("bad backend got %d calls during its second ejection", got)
+	}
+	h.clk.Advance(time.Second)
+	h.wantEjected()
+}
+
+// NOT_FOUND is a healthy backend saying no: never ejected, by any detector.
+func TestNotFoundNeverEjected(t *testing.T) {
+	cfg := outlier.Config{
+		Interval:            time.Second,
+		ConsecutiveFailures: outlier.ConsecutiveFailures{Threshold: 2},
+		FailurePercentage:   outlier.FailurePercentage{Threshold: 10, MinimumHosts: 2, RequestVolume: 5},
+		SuccessRate:         outlier.SuccessRate{StdevFactor: 0.1, MinimumHosts: 2, RequestVolume: 5},
+		SlowCalls:           outlier.SlowCalls{Disabled: true},
+	}
+	h := newHarness(t, 4, cfg, harnessOpts{})
+	h.backends[2].code.Store(int32(codes.NotFound))
+	for range 3 {
+		h.call(80)
+		h.clk.Advance(time.Second)
+	}
+	h.wantEjected()
+	if got := h.backends[2].calls.Load(); got < 50 {
+		t.Fatalf("NOT_FOUND backend got %d calls, want its share (60)", got)
+	}
+}
+
+func TestSlowCallsEjected(t *testing.T) {
+	h := newHarness(t, 4, only(func(c *outlier.Config) {
+		c.SlowCalls = outlier.SlowCalls{DurationThreshold: 40 * time.Millisecond, RateThreshold: 50, RequestVolume: 8}
+		c.BaseEjectionTime = time.Hour
+		c.MaxEjectionTime = time.Hour
+	}), harnessOpts{realNow: true})
+	slow, under := h.backends[0], h.backends[3]
+	slow.delay.Store(int64(100 * time.Millisecond))
+	under.delay.Store(int64(5 * time.Millisecond))
+	h.call(4 * 10)
+	h.clk.Advance(time.Second)
+	h.wantEjected(slow)
+	if !h.events.has("ejected " + slow.addr + " slow_calls") {
+		t.Fatalf("events %v, want a slow_calls ejection", h.events.list())
+	}
+	h.reset()
+	h.call(20)
+	if got := h.counts(); got[0] != 0 || got[3] == 0 {
+		t.Fatalf("calls per backend %v, want none to the slow backend, some to the one under the threshold", got)
+	}
+}
+
+func TestSuccessRate(t *testing.T) {
+	sr := func(minHosts, volume int) outlier.Config {
+		return only(func(c *outlier.Config) {
+			c.SuccessRate = outlier.SuccessRate{StdevFactor: 1, MinimumHosts: minHosts, RequestVolume: volume}
+		})
+	}
+	for _, tc := range []struct {
+		name  string
+		cfg   outlier.Config
+		eject bool
+	}{
+		{name: "ejects", cfg: sr(3, 20), eject: true},
+		{name: "too few hosts", cfg: sr(6, 20)},
+		{name: "too little volume", cfg: sr(3, 1000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 5, tc.cfg, harnessOpts{})
+			bad := h.backends[4]
+			bad.code.Store(int32(codes.Internal))
+			bad.failEvery.Store(2) // a 50 % success rate against 100 % elsewhere
+			h.call(5 * 30)
+			h.clk.Advance(time.Second)
+			if !tc.eject {
+				h.wantEjected()
+				return
+			}
+			h.wantEjected(bad)
+			if !h.events.has("ejected " + bad.addr + " success_rate") {
+				t.Fatalf("events %v", h.events.list())
+			}
+		})
+	}
+}
+
+func TestFailurePercentage(t *testing.T) {
+	fp := func(minHosts, volume int) outlier.Config {
+		return only(func(c *outlier.Config) {
+			c.FailurePercentage = outlier.FailurePercentage{Threshold: 85, MinimumHosts: minHosts, RequestVolume: volume}
+		})
+	}
+	for _, tc := range []struct {
+		name  string
+		cfg   outlier.Config
+		eject bool
+	}{
+		{name: "ejects", cfg: fp(3, 20), eject: true},
+		{name: "too few hosts", cfg: fp(6, 20)},
+		{name: "too little volume", cfg: fp(3, 1000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 5, tc.cfg, harnessOpts{})
+			bad := h.backends[2]
+			bad.code.Store(int32(codes.Unavailable))
+			h.call(5 * 30)
+			h.clk.Advance(time.Second)
+			if !tc.eject {
+				h.wantEjected()
+				return
+			}
+			h.wantEjected(bad)
+			if !h.events.has("ejected " + bad.addr + " failure_percentage") {
+				t.Fatalf("events %v", h.events.list())
+			}
+		})
+	}
+}
+
+// When every backend fails, no more than maxEjectionPercent are ejected and
+// calls still go out.
+func TestEveryBackendFails(t *testing.T) {
+	h := newHarness(t, 4, only(func(c *outlier.Config) {
+		c.ConsecutiveFailures.Disabled = false
+		c.FailurePercentage = outlier.FailurePercentage{Threshold: 50, MinimumHosts: 1, RequestVolume: 5}
+		c.MaxEjectionPercent = 50
+	}), harnessOpts{})
+	for _, b := range h.backends {
+		b.code.Store(int32(codes.Unavailable))
+	}
+	h.poll("two backends are ejected", 4, func() bool { return len(h.mon.Ejected()) == 2 })
+	for range 3 {
+		h.call(20)
+		h.clk.Advance(time.Second)
+		if got := h.mon.Ejected(); len(got) != 2 {
+			t.Fatalf("ejected %v, want exactly 2 of 4 (maxEjectionPercent 50)", got)
+		}
+	}
+	h.reset()
+	if failed := h.call(40); failed != 40 {
+		t.Fatalf("%d of 40 calls failed, want all (every backend answers UNAVAILABLE)", failed)
+	}
+	var total, serving int64
+	for _, b := range h.backends {
+		n := b.calls.Load()
+		total += n
+		if n > 0 {
+			serving++
+		}
+	}
+	if total != 40 || serving != 2 {
+		t.Fatalf("calls per backend %v, want all 40 to reach the 2 not ejected", h.counts())
+	}
+}
+
+// A backend killed mid-test is routed around, and gets calls again once
+// restarted on the same address.
+func TestBackendRestart(t *testing.T) {
+	h := newHarness(t, 4, only(func(c *outlier.Config) { c.ConsecutiveFailures.Disabled = false }), harnessOpts{})
+	b := h.backends[2]
+	b.stop()
+	h.reset()
+	h.call(40)
+	if got := b.calls.Load(); got != 0 {
+		t.Fatalf("stopped backend got %d calls", got)
+	}
+	b.start(t, b.addr)
+	t.Cleanup(b.stop)
+	h.poll("the restarted backend gets calls", 0, func() bool {
+		h.call(8)
+		h.clk.Advance(time.Second) // returns it if it was ejected meanwhile
+		return b.calls.Load() > 0
+	})
+}
+
+// Addresses added and removed by the resolver: new ones get calls, removed
+// ones none; an ejected endpoint that stays keeps its state, one that goes
+// loses it.
+func TestResolverUpdates(t *testing.T) {
+	h := newHarness(t, 4, only(func(c *outlier.Config) { c.ConsecutiveFailures.Disabled = false }), harnessOpts{initial: 3})
+	b0, b1, b2, b3 := h.backends[0], h.backends[1], h.backends[2], h.backends[3]
+	b0.code.Store(int32(codes.Unavailable))
+	h.poll("b0 is ejected", 3, func() bool { return h.mon.IsEjected(b0.addr) })
+
+	h.r.UpdateState(h.state(b0, b1, b2, b3))
+	h.poll("the added backend gets calls", 4, func() bool { return b3.calls.Load() > 0 })
+	h.wantEjected(b0)
+
+	h.r.UpdateState(h.state(b0, b2, b3))
+	h.poll("the removed backend gets no calls", 0, func() bool {
+		h.reset()
+		h.call(12)
+		return b1.calls.Load() == 0
+	})
+	h.wantEjected(b0)
+
+	h.r.UpdateState(h.state(b2, b3))
+	h.poll("the removed ejected endpoint is forgotten", 2, func() bool { return len(h.mon.Ejected()) == 0 })
+	if !h.events.has("returned " + b0.addr) {
+		t.Fatalf("events %v, want b0's return when it left", h.events.list())
+	}
+	b0.code.Store(int32(codes.OK))
+	h.r.UpdateState(h.state(b0, b2, b3))
+	h.reset()
+	h.poll("the re-added backend gets calls", 3, func() bool { return b0.calls.Load() > 0 })
+	h.wantEjected()
+}
+
+// A backend whose health service says NOT_SERVING gets no calls, and gets
+// them again once SERVING.
+func TestHealthCheck(t *testing.T) {
+	overall := ""
+	h := newHarness(t, 4, outlier.Config{}, harnessOpts{healthCheck: &overall})
+	b := h.backends[1]
+	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	h.poll("the NOT_SERVING backend gets no calls", 0, func() bool {
+		h.reset()
+		h.call(12)
+		return b.calls.Load() == 0
+	})
+	h.reset()
+	h.call(40)
+	if got := b.calls.Load(); got != 0 {
+		t.Fatalf("NOT_SERVING backend got %d calls", got)
+	}
+	b.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	h.poll("the SERVING backend gets calls again", 4, func() bool { return b.calls.Load() > 0 })
+}
