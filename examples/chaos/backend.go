@@ -54,6 +54,7 @@ const (
 	msgNotFound   = "no such item"
 	msgOverloaded = "overloaded, try again"
 	msgDown       = "backend down"
+	msgFlaky      = "flaky backend"
 )
 
 // capacity is what a backend can serve: Workers calls at a time, each
@@ -64,6 +65,9 @@ type capacity struct {
 	Work    time.Duration
 	Queue   int
 	Shed    string // shedUnavailable or shedPushback
+	// FailEvery > 0 makes the backend fail one request in FailEvery that it
+	// serves with UNAVAILABLE, after the work: a flaky backend.
+	FailEvery int
 }
 
 // perSecond is the calls a second the workers serve at most.
@@ -136,7 +140,7 @@ func (b *backend) stop() { b.srv.Stop() }
 
 // UnaryCall is the one method the clients call.
 func (b *backend) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	b.received.Add(1)
+	n := b.received.Add(1)
 	in := b.inflight.Add(1)
 	defer b.inflight.Add(-1)
 	for p := b.peak.Load(); in > p && !b.peak.CompareAndSwap(p, in); p = b.peak.Load() {
@@ -150,6 +154,9 @@ func (b *backend) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*
 	}
 	if err := b.serve(ctx); err != nil {
 		return nil, err
+	}
+	if f := int64(b.cap.FailEvery); f > 0 && n%f == 0 {
+		return nil, status.Error(codes.Unavailable, msgFlaky)
 	}
 	if codes.Code(req.GetResponseStatus().GetCode()) == codes.NotFound {
 		return nil, status.Error(codes.NotFound, msgNotFound)

@@ -105,6 +105,9 @@ func (c config) validate() error {
 	if c.Capacity.Queue < 0 || c.Capacity.Queue > 100_000 {
 		errs = append(errs, fmt.Errorf("queue must be in [0, 100000], got %d", c.Capacity.Queue))
 	}
+	if c.Capacity.FailEvery < 0 || c.Capacity.FailEvery == 1 {
+		errs = append(errs, fmt.Errorf("fail-every must be 0 (none) or 2 or more, got %d", c.Capacity.FailEvery))
+	}
 	if c.Capacity.Shed != shedUnavailable && c.Capacity.Shed != shedPushback {
 		errs = append(errs, fmt.Errorf("shed must be %q or %q, got %q", shedUnavailable, shedPushback, c.Capacity.Shed))
 	}
@@ -151,6 +154,7 @@ func main() {
 	flag.DurationVar(&cfg.Capacity.Work, "work", cfg.Capacity.Work, "the time a call takes one of the backend's workers")
 	flag.IntVar(&cfg.Capacity.Queue, "queue", cfg.Capacity.Queue, "calls the backend queues for a worker; it sheds the calls beyond")
 	flag.StringVar(&cfg.Capacity.Shed, "shed", cfg.Capacity.Shed, `how the backend sheds: "unavailable" (UNAVAILABLE) or "pushback" (RESOURCE_EXHAUSTED with a grpc-retry-pushback-ms trailer)`)
+	flag.IntVar(&cfg.Capacity.FailEvery, "fail-every", 0, "make the backend fail one request in N it serves with UNAVAILABLE, in every phase (0: none)")
 	timeout := flag.Duration("timeout", cfg.Timeout, "the bare client's deadline per call, and the meshless client's per-attempt timeout (its overall timeout is twice that)")
 	flag.BoolVar(&cfg.Quiet, "quiet", false, "print the summary only")
 	every := flag.Duration("phase", 0, "length of every phase, when set (overrides "+strings.Join(names, ", ")+")")

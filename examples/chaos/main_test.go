@@ -264,6 +264,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		func(c *config) { c.Capacity.Work = 0 },
 		func(c *config) { c.Capacity.Queue = -1 },
 		func(c *config) { c.Capacity.Shed = "drop" },
+		func(c *config) { c.Capacity.FailEvery = 1 },
 		func(c *config) { c.Load, c.Capacity.Work = 100, time.Microsecond },
 	} {
 		cfg = shortConfig(t)
