@@ -1,6 +1,6 @@
 // This file holds the backend: a gRPC server (grpc.testing.TestService over
-// loopback TCP) whose behaviour the schedule moves from healthy to
-// overloaded, failing, hanging and back; and the schedule itself.
+// loopback TCP) of fixed capacity, whose behaviour the schedule moves from
+// healthy to overloaded, failing, hanging and back; and the schedule itself.
 
 package main
 
@@ -8,12 +8,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -21,8 +23,8 @@ import (
 type behaviour int32
 
 const (
-	healthy    behaviour = iota // answers after a short latency
-	overloaded                  // answers slowly, and fails one request in ShedEvery with UNAVAILABLE
+	healthy    behaviour = iota // serves calls with its workers, at the normal rate
+	overloaded                  // the same backend, offered more calls than its workers serve
 	failing                     // answers UNAVAILABLE at once
 	hanging                     // never answers: the call waits for its deadline
 )
@@ -41,12 +43,43 @@ func (b behaviour) String() string {
 	return fmt.Sprintf("behaviour(%d)", int32(b))
 }
 
+// How a backend sheds the calls its queue has no room for.
+const (
+	shedUnavailable = "unavailable" // UNAVAILABLE
+	shedPushback    = "pushback"    // RESOURCE_EXHAUSTED, with a grpc-retry-pushback-ms trailer
+)
+
 // The backend's answers that are not OK.
 const (
 	msgNotFound   = "no such item"
 	msgOverloaded = "overloaded, try again"
 	msgDown       = "backend down"
+	msgFlaky      = "flaky backend"
 )
+
+// capacity is what a backend can serve: Workers calls at a time, each
+// taking a worker for Work; Queue more wait for a worker, in order; the
+// backend sheds the calls beyond. Latency grows with the queue.
+type capacity struct {
+	Workers int
+	Work    time.Duration
+	Queue   int
+	Shed    string // shedUnavailable or shedPushback
+	// FailEvery > 0 makes the backend fail one request in FailEvery that it
+	// serves with UNAVAILABLE, after the work: a flaky backend.
+	FailEvery int
+}
+
+// perSecond is the calls a second the workers serve at most.
+func (c capacity) perSecond() float64 {
+	return float64(c.Workers) * float64(time.Second) / float64(c.Work)
+}
+
+// pushback is what a shed call is asked to wait: the time the workers take
+// to drain a full queue.
+func (c capacity) pushback() time.Duration {
+	return c.Work * time.Duration((c.Queue+c.Workers-1)/c.Workers)
+}
 
 // backend is one gRPC server. Its UnaryCall answers as the current behaviour
 // says; a request whose response_status asks for NOT_FOUND is a lookup of an
@@ -54,15 +87,17 @@ const (
 // safe for concurrent use.
 type backend struct {
 	testgrpc.UnimplementedTestServiceServer
-	latency, slow time.Duration
-	shedEvery     int64
-	mode          atomic.Int32 // a behaviour
-	received      atomic.Int64
-	inflight      atomic.Int64
-	peak          atomic.Int64
-	srv           *grpc.Server
-	target        string            // for grpc.NewClient
-	dialOpts      []grpc.DialOption // what reaching target needs
+	cap      capacity
+	admitted chan struct{} // a token per call admitted: queued or at work
+	workers  chan struct{} // a token per call at work
+	mode     atomic.Int32  // a behaviour
+	received atomic.Int64
+	shed     atomic.Int64
+	inflight atomic.Int64
+	peak     atomic.Int64
+	srv      *grpc.Server
+	target   string            // for grpc.NewClient
+	dialOpts []grpc.DialOption // what reaching target needs
 }
 
 // listenFunc starts a listener for a backend and says how a client reaches
@@ -78,13 +113,20 @@ func listenTCP() (net.Listener, string, []grpc.DialOption, error) {
 	return lis, lis.Addr().String(), nil, nil
 }
 
-// startBackend starts a backend on a listener from listen.
-func startBackend(listen listenFunc, latency, slow time.Duration, shedEvery int) (*backend, error) {
+// startBackend starts a backend of capacity c on a listener from listen.
+func startBackend(listen listenFunc, c capacity) (*backend, error) {
 	lis, target, opts, err := listen()
 	if err != nil {
 		return nil, err
 	}
-	b := &backend{latency: latency, slow: slow, shedEvery: int64(shedEvery), srv: grpc.NewServer(), target: target, dialOpts: opts}
+	b := &backend{
+		cap:      c,
+		admitted: make(chan struct{}, c.Workers+c.Queue),
+		workers:  make(chan struct{}, c.Workers),
+		srv:      grpc.NewServer(),
+		target:   target,
+		dialOpts: opts,
+	}
 	testgrpc.RegisterTestServiceServer(b.srv, b)
 	go b.srv.Serve(lis) //nolint:errcheck // Serve returns once stop is called
 	return b, nil
@@ -109,17 +151,12 @@ func (b *backend) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*
 	case hanging:
 		<-ctx.Done()
 		return nil, status.FromContextError(ctx.Err()).Err()
-	case overloaded:
-		if err := sleep(ctx, b.slow); err != nil {
-			return nil, err
-		}
-		if n%b.shedEvery == 0 {
-			return nil, status.Error(codes.Unavailable, msgOverloaded)
-		}
-	default:
-		if err := sleep(ctx, b.latency); err != nil {
-			return nil, err
-		}
+	}
+	if err := b.serve(ctx); err != nil {
+		return nil, err
+	}
+	if f := int64(b.cap.FailEvery); f > 0 && n%f == 0 {
+		return nil, status.Error(codes.Unavailable, msgFlaky)
 	}
 	if codes.Code(req.GetResponseStatus().GetCode()) == codes.NotFound {
 		return nil, status.Error(codes.NotFound, msgNotFound)
@@ -127,16 +164,32 @@ func (b *backend) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*
 	return &testgrpc.SimpleResponse{}, nil
 }
 
-// sleep waits d, or returns the status of ctx's end.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
+// serve admits the call into the queue or sheds it, waits for a worker, and
+// holds the worker for the call's work. A call whose caller gives up leaves
+// the queue, but once at work it holds its worker to the end, as real work
+// does.
+func (b *backend) serve(ctx context.Context) error {
 	select {
-	case <-t.C:
-		return nil
+	case b.admitted <- struct{}{}:
+	default:
+		b.shed.Add(1)
+		if b.cap.Shed == shedPushback {
+			grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", strconv.FormatInt(b.cap.pushback().Milliseconds(), 10))) //nolint:errcheck // a trailer is best effort
+			return status.Error(codes.ResourceExhausted, msgOverloaded)
+		}
+		return status.Error(codes.Unavailable, msgOverloaded)
+	}
+	defer func() { <-b.admitted }()
+	select {
+	case b.workers <- struct{}{}:
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
+	defer func() { <-b.workers }()
+	t := time.NewTimer(b.cap.Work)
+	defer t.Stop()
+	<-t.C
+	return status.FromContextError(ctx.Err()).Err() // nil while the caller waits
 }
 
 // request returns the n-th request of the run; both clients send the same
@@ -150,19 +203,27 @@ func request(n int64) *testgrpc.SimpleRequest {
 
 // phase is one step of the chaos schedule.
 type phase struct {
+	Name      string
 	Behaviour behaviour
 	Duration  time.Duration
 }
 
-func (p phase) String() string { return p.Behaviour.String() }
+func (p phase) String() string { return p.Name }
 
 // describe says, for the story, what the backend does in the phase.
 func (p phase) describe(cfg config) string {
+	c := cfg.Capacity
 	switch p.Behaviour {
 	case healthy:
-		return fmt.Sprintf("the backend answers in %v", cfg.Latency)
+		return fmt.Sprintf("%d calls a second; the backend's %d workers take %v a call (%.0f calls a second at most), %d more calls wait in its queue",
+			cfg.Rate, c.Workers, c.Work, c.perSecond(), c.Queue)
 	case overloaded:
-		return fmt.Sprintf("the backend answers in %v, and one request in %d fails with UNAVAILABLE", cfg.Overloaded, cfg.ShedEvery)
+		shed := "UNAVAILABLE"
+		if c.Shed == shedPushback {
+			shed = fmt.Sprintf("RESOURCE_EXHAUSTED, pushback %v", c.pushback())
+		}
+		return fmt.Sprintf("%.0f calls a second, %gx what the backend serves: calls queue, and beyond %d queued it sheds them (%s)",
+			cfg.rate(p), cfg.Load, c.Queue, shed)
 	case failing:
 		return "the backend answers UNAVAILABLE at once"
 	case hanging:
@@ -196,13 +257,11 @@ func (s schedule) total() time.Duration {
 	return d
 }
 
-// lengthOf is how long the schedule has the backend behave as b.
-func (s schedule) lengthOf(b behaviour) time.Duration {
+// start is when phase i starts, since the start of the schedule.
+func (s schedule) start(i int) time.Duration {
 	var d time.Duration
-	for _, p := range s {
-		if p.Behaviour == b {
-			d += p.Duration
-		}
+	for _, p := range s[:i] {
+		d += p.Duration
 	}
 	return d
 }

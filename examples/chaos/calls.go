@@ -59,7 +59,7 @@ func newClients(cfg config, obs resilience.Observer) (cs []*client, err error) {
 		if listen == nil {
 			listen = listenTCP
 		}
-		b, err := startBackend(listen, cfg.Latency, cfg.Overloaded, cfg.ShedEvery)
+		b, err := startBackend(listen, cfg.Capacity)
 		if err != nil {
 			return cs, err
 		}

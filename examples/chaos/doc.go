@@ -12,12 +12,18 @@
 //
 // Half of the calls look up an item that does not exist, and a healthy
 // backend answers them NOT_FOUND: a business answer, which must never open a
-// breaker. The backends run through a schedule of phases: healthy; overloaded
-// (every answer takes 120ms, and one request in five fails with UNAVAILABLE);
-// failing (UNAVAILABLE at once); hanging (never answers); healthy again. The
-// program prints the breaker's transitions and a status line per second, then
-// a comparison: calls, what reached the backend, outcomes, latency and the
-// goroutines that piled up while the backend hung.
+// breaker. Each backend has a fixed capacity: 8 workers that take 20ms a
+// call (400 calls a second), a queue of 16 calls waiting for a worker, and
+// beyond it the calls are shed (UNAVAILABLE, or with -shed pushback
+// RESOURCE_EXHAUSTED and a grpc-retry-pushback-ms trailer). The backends run
+// through a schedule of phases: healthy (200 calls a second); overloaded
+// (1000 calls a second, 2.5 times what the workers serve: latency grows with
+// the queue, and the rest is shed); failing (UNAVAILABLE at once); hanging
+// (never answers); recovered (healthy again). The program prints the
+// breaker's transitions and a status line per second, then a comparison: the
+// whole run, then per phase the success rate, p50 and p99 latency, the
+// requests that reached the backend and per call, and which client did
+// better (stated plainly, also where meshless does worse).
 //
 // The meshless client's metrics (package otelmw, through the OpenTelemetry
 // Prometheus exporter) are served on http://127.0.0.1:9464/metrics while the

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,11 +26,10 @@ var clientYAML string
 // config is one run of the scenario.
 type config struct {
 	Schedule   schedule
-	Rate       int           // calls per second, per client
+	Rate       int           // calls per second, per client, outside the overloaded phase
+	Load       float64       // the overloaded phase's calls per second, in multiples of what the backend serves
+	Capacity   capacity      // each backend's
 	Timeout    time.Duration // the bare client's deadline per call
-	Latency    time.Duration // how long a healthy backend takes to answer
-	Overloaded time.Duration // how long an overloaded backend takes to answer
-	ShedEvery  int           // an overloaded backend fails one request in ShedEvery
 	Client     *grpcmw.Config
 	ClientYAML string // the meshless client's configuration, as printed
 	Observer   resilience.Observer
@@ -44,20 +44,27 @@ func defaultConfig() (config, error) {
 	}
 	return config{
 		Schedule: schedule{
-			{healthy, 2 * time.Second},
-			{overloaded, 3 * time.Second},
-			{failing, 3 * time.Second},
-			{hanging, 4 * time.Second},
-			{healthy, 3 * time.Second},
+			{"healthy", healthy, 2 * time.Second},
+			{"overloaded", overloaded, 3 * time.Second},
+			{"failing", failing, 3 * time.Second},
+			{"hanging", hanging, 4 * time.Second},
+			{"recovered", healthy, 3 * time.Second},
 		},
 		Rate:       200,
+		Load:       2.5,
+		Capacity:   capacity{Workers: 8, Work: 20 * time.Millisecond, Queue: 16, Shed: shedUnavailable},
 		Timeout:    500 * time.Millisecond,
-		Latency:    2 * time.Millisecond,
-		Overloaded: 120 * time.Millisecond,
-		ShedEvery:  5,
 		Client:     client,
 		ClientYAML: clientYAML,
 	}, nil
+}
+
+// rate is the calls per second, per client, during p.
+func (c config) rate(p phase) float64 {
+	if p.Behaviour == overloaded {
+		return c.Load * c.Capacity.perSecond()
+	}
+	return float64(c.Rate)
 }
 
 // setTimeout makes d the bare client's deadline and the meshless client's
@@ -86,8 +93,28 @@ func (c config) validate() error {
 	if c.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("timeout must be positive, got %v", c.Timeout))
 	}
-	if c.ShedEvery < 2 {
-		errs = append(errs, fmt.Errorf("an overloaded backend must fail one request in 2 or more, got %d", c.ShedEvery))
+	if c.Load <= 0 || c.Load > 100 {
+		errs = append(errs, fmt.Errorf("load must be in (0, 100] times what the backend serves, got %g", c.Load))
+	}
+	if c.Capacity.Workers < 1 || c.Capacity.Workers > 10_000 {
+		errs = append(errs, fmt.Errorf("workers must be in [1, 10000], got %d", c.Capacity.Workers))
+	}
+	if c.Capacity.Work < time.Microsecond {
+		errs = append(errs, fmt.Errorf("work must be 1µs or more, got %v", c.Capacity.Work))
+	}
+	if c.Capacity.Queue < 0 || c.Capacity.Queue > 100_000 {
+		errs = append(errs, fmt.Errorf("queue must be in [0, 100000], got %d", c.Capacity.Queue))
+	}
+	if c.Capacity.FailEvery < 0 || c.Capacity.FailEvery == 1 {
+		errs = append(errs, fmt.Errorf("fail-every must be 0 (none) or 2 or more, got %d", c.Capacity.FailEvery))
+	}
+	if c.Capacity.Shed != shedUnavailable && c.Capacity.Shed != shedPushback {
+		errs = append(errs, fmt.Errorf("shed must be %q or %q, got %q", shedUnavailable, shedPushback, c.Capacity.Shed))
+	}
+	if c.Capacity.Workers >= 1 && c.Capacity.Work >= time.Microsecond && c.Load > 0 && c.Load <= 100 &&
+		c.rate(phase{Behaviour: overloaded}) > 100_000 {
+		errs = append(errs, fmt.Errorf("the overloaded phase would make %.0f calls a second, over 100000: lower -load, -workers or raise -work",
+			c.rate(phase{Behaviour: overloaded})))
 	}
 	for _, p := range c.Schedule {
 		if p.Duration < 0 {
@@ -111,17 +138,26 @@ func main() {
 	}
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), "usage: go run ./examples/chaos [flags]\n\n"+
-			"Two gRPC clients call a backend that gets overloaded, fails, hangs, then recovers:\n"+
+			"Two gRPC clients call their own backend, which gets overloaded, fails, hangs, then recovers:\n"+
 			"one with a deadline alone, one through a meshless chain (client.yaml). Flags:\n\n")
 		flag.PrintDefaults()
 	}
-	for i, name := range []string{"healthy", "overloaded", "failing", "hanging", "recovered"} {
-		flag.DurationVar(&cfg.Schedule[i].Duration, name, cfg.Schedule[i].Duration, "length of the "+name+" phase")
+	var names []string
+	for i := range cfg.Schedule {
+		p := &cfg.Schedule[i]
+		flag.DurationVar(&p.Duration, p.Name, p.Duration, "length of the "+p.Name+" phase")
+		names = append(names, "-"+p.Name)
 	}
-	flag.IntVar(&cfg.Rate, "rate", cfg.Rate, "calls per second, per client")
+	flag.IntVar(&cfg.Rate, "rate", cfg.Rate, "calls per second, per client, outside the overloaded phase")
+	flag.Float64Var(&cfg.Load, "load", cfg.Load, "calls per second in the overloaded phase, in multiples of what the backend serves (workers/work)")
+	flag.IntVar(&cfg.Capacity.Workers, "workers", cfg.Capacity.Workers, "the backend's workers: calls served at once")
+	flag.DurationVar(&cfg.Capacity.Work, "work", cfg.Capacity.Work, "the time a call takes one of the backend's workers")
+	flag.IntVar(&cfg.Capacity.Queue, "queue", cfg.Capacity.Queue, "calls the backend queues for a worker; it sheds the calls beyond")
+	flag.StringVar(&cfg.Capacity.Shed, "shed", cfg.Capacity.Shed, `how the backend sheds: "unavailable" (UNAVAILABLE) or "pushback" (RESOURCE_EXHAUSTED with a grpc-retry-pushback-ms trailer)`)
+	flag.IntVar(&cfg.Capacity.FailEvery, "fail-every", 0, "make the backend fail one request in N it serves with UNAVAILABLE, in every phase (0: none)")
 	timeout := flag.Duration("timeout", cfg.Timeout, "the bare client's deadline per call, and the meshless client's per-attempt timeout (its overall timeout is twice that)")
 	flag.BoolVar(&cfg.Quiet, "quiet", false, "print the summary only")
-	every := flag.Duration("phase", 0, "length of every phase, when set (overrides the five above)")
+	every := flag.Duration("phase", 0, "length of every phase, when set (overrides "+strings.Join(names, ", ")+")")
 	metricsAddr := flag.String("metrics", "127.0.0.1:9464", `serve the meshless client's metrics at http://ADDR/metrics ("" for none)`)
 	serve := flag.Bool("serve", false, "keep serving /metrics after the run, until interrupted")
 	flag.Parse()
@@ -196,9 +232,13 @@ func run(ctx context.Context, cfg config, w io.Writer) (summary, error) {
 	// by now, so that a late tick is made up for. Each call runs in its own
 	// goroutine; nothing waits for one before starting the next.
 	var wg sync.WaitGroup
-	tick := time.NewTicker(max(time.Second/time.Duration(cfg.Rate), time.Millisecond))
+	fastest := 0.0
+	for _, p := range cfg.Schedule {
+		fastest = max(fastest, cfg.rate(p))
+	}
+	tick := time.NewTicker(max(time.Duration(float64(time.Second)/fastest), time.Millisecond))
 	defer tick.Stop()
-	cur, started := -1, int64(0)
+	cur, started, startedBefore := -1, int64(0), int64(0) // startedBefore: calls started before phase cur
 	nextStatus := time.Second
 	sched := cfg.Schedule
 	for {
@@ -217,13 +257,14 @@ func run(ctx context.Context, cfg config, w io.Writer) (summary, error) {
 			break
 		}
 		if p != cur {
-			cur = p
+			cur, startedBefore = p, started
 			for _, c := range clients {
 				c.backend.set(sched[p].Behaviour)
 			}
 			s.phase(el, p)
 		}
-		for due := int64(el.Seconds() * float64(cfg.Rate)); started < due; started++ {
+		due := startedBefore + int64((el-sched.start(p)).Seconds()*cfg.rate(sched[p]))
+		for ; started < due; started++ {
 			req := request(started)
 			for _, c := range clients {
 				c.st.begin(p)

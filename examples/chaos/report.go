@@ -76,7 +76,7 @@ func newStory(w io.Writer, cfg config, clients []*client) *story {
 
 const (
 	leftW  = 21 // "  12.345s  overloaded": time and phase
-	groupW = 37 // one client's columns, with the space before them
+	groupW = 42 // one client's columns, with the space before them
 )
 
 func (s *story) header() {
@@ -91,20 +91,21 @@ func (s *story) header() {
 		fmt.Fprintf(s.w, "  %-9s %s\n", c.name, c.about)
 	}
 	fmt.Fprintf(s.w, "  %-9s %s\n", "schedule", strings.Join(sched, " → "))
-	fmt.Fprintf(s.w, "  %-9s since the line before: calls started, and calls that ended ok, NOT_FOUND, failed\n"+
-		"  %-9s or rejected by meshless itself; then the calls in flight (each a goroutine) now,\n"+
-		"  %-9s and the goroutines of the whole process\n\n", "columns", "", "")
+	fmt.Fprintf(s.w, "  %-9s per client, since the line before: calls started, and calls that ended ok, NOT_FOUND,\n"+
+		"  %-9s failed or rejected by meshless itself; then the client's calls in flight (each a goroutine)\n"+
+		"  %-9s now; last, the goroutines of the whole process (both clients, both backends, the runtime)\n\n", "columns", "", "")
 	fmt.Fprintln(s.w, "  "+strings.ReplaceAll(strings.TrimSpace(s.cfg.ClientYAML), "\n", "\n  "))
 	fmt.Fprintln(s.w)
 	fmt.Fprintf(s.w, "%*s", leftW, "")
 	for _, c := range s.clients {
 		fmt.Fprintf(s.w, " %s", center(c.name, groupW-1))
 	}
+	fmt.Fprintf(s.w, " %s", center("process", 11))
 	fmt.Fprintf(s.w, "\n%9s  %-10s", "time", "phase")
 	for range s.clients {
-		fmt.Fprintf(s.w, " %5s %4s %4s %4s %4s %9s", "calls", "ok", "404", "fail", "rej", "in-flight")
+		fmt.Fprintf(s.w, " %5s %4s %9s %4s %4s %9s", "calls", "ok", "NOT_FOUND", "fail", "rej", "in-flight")
 	}
-	fmt.Fprintf(s.w, " %10s\n", "goroutines")
+	fmt.Fprintf(s.w, " %11s\n", "goroutines")
 }
 
 // center pads name with rules to width.
@@ -127,9 +128,9 @@ func (s *story) status(el time.Duration, label string) {
 	fmt.Fprintf(s.w, "%8.3fs  %-10s", el.Seconds(), label)
 	for _, c := range s.clients {
 		t, inflight := c.st.take()
-		fmt.Fprintf(s.w, " %5d %4d %4d %4d %4d %9d", t.Calls, t.OK, t.NotFound, t.Failed, t.Rejected(), inflight)
+		fmt.Fprintf(s.w, " %5d %4d %9d %4d %4d %9d", t.Calls, t.OK, t.NotFound, t.Failed, t.Rejected(), inflight)
 	}
-	fmt.Fprintf(s.w, " %10d\n", runtime.NumGoroutine())
+	fmt.Fprintf(s.w, " %11d\n", runtime.NumGoroutine())
 }
 
 // draining tells of the calls still in flight once the schedule is over, and
@@ -204,9 +205,11 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 type summary struct {
 	Elapsed     time.Duration
 	Schedule    schedule
-	Rate        int
+	Rates       []float64 // calls per second per client, by phase
+	Capacity    capacity
 	Timeout     time.Duration
 	Clients     []clientSummary
+	Verdicts    []verdict // by phase: the first client against the last
 	Transitions []transition
 	Interrupted bool // the run's context ended before the schedule did
 }
@@ -214,41 +217,140 @@ type summary struct {
 type clientSummary struct {
 	Name         string
 	Total        result
-	Phases       []result             // by index in the schedule
-	During       map[behaviour]result // the phases of each behaviour together
-	PeakInFlight int                  // the client's calls, each a goroutine
-	PeakBackend  int                  // the backend's handlers running at once
+	Phases       []result // by index in the schedule
+	PeakInFlight int      // the client's calls, each a goroutine
+	PeakBackend  int      // the backend's handlers running at once
+	Shed         int      // requests the backend shed, its queue full
 }
 
 // summarize reads the clients' stats once every call is over.
 func summarize(cfg config, clients []*client, trs []transition, elapsed time.Duration) summary {
-	sum := summary{Elapsed: elapsed, Schedule: cfg.Schedule, Rate: cfg.Rate, Timeout: cfg.Timeout, Transitions: trs}
+	sum := summary{Elapsed: elapsed, Schedule: cfg.Schedule, Capacity: cfg.Capacity, Timeout: cfg.Timeout, Transitions: trs}
+	for _, p := range cfg.Schedule {
+		sum.Rates = append(sum.Rates, cfg.rate(p))
+	}
 	for _, c := range clients {
 		st := c.st
 		st.mu.Lock()
-		merged := func(keep func(i int) bool) result {
-			var t tally
-			var lat []time.Duration
-			for i := range cfg.Schedule {
-				if keep(i) {
-					t.add(st.phases[i])
-					lat = append(lat, st.lat[i]...)
-				}
-			}
-			return measure(t, lat)
-		}
-		cs := clientSummary{Name: c.name, PeakInFlight: st.peak, PeakBackend: int(c.backend.peak.Load()), During: map[behaviour]result{}}
-		cs.Total = merged(func(int) bool { return true })
+		cs := clientSummary{Name: c.name, PeakInFlight: st.peak, PeakBackend: int(c.backend.peak.Load()), Shed: int(c.backend.shed.Load())}
+		var all tally
+		var lat []time.Duration
 		for i := range cfg.Schedule {
-			cs.Phases = append(cs.Phases, merged(func(j int) bool { return j == i }))
+			all.add(st.phases[i])
+			lat = append(lat, st.lat[i]...)
+			cs.Phases = append(cs.Phases, measure(st.phases[i], slices.Clone(st.lat[i])))
 		}
-		for _, b := range []behaviour{healthy, overloaded, failing, hanging} {
-			cs.During[b] = merged(func(i int) bool { return cfg.Schedule[i].Behaviour == b })
-		}
+		cs.Total = measure(all, lat)
 		st.mu.Unlock()
 		sum.Clients = append(sum.Clients, cs)
 	}
+	if len(sum.Clients) >= 2 {
+		a, b := sum.Clients[0], sum.Clients[len(sum.Clients)-1]
+		for i := range cfg.Schedule {
+			sum.Verdicts = append(sum.Verdicts, judge(a.Name, b.Name, a.Phases[i], b.Phases[i]))
+		}
+	}
 	return sum
+}
+
+// SuccessRate is the share of the calls answered OK or NOT_FOUND, in
+// percent; 0 without calls.
+func (r result) SuccessRate() float64 {
+	if r.Calls == 0 {
+		return 0
+	}
+	return 100 * float64(r.Answered()) / float64(r.Calls)
+}
+
+// Amplification is the requests the backend received per call made.
+func (r result) Amplification() float64 {
+	if r.Calls == 0 {
+		return 0
+	}
+	return float64(r.Reached) / float64(r.Calls)
+}
+
+// The margins within which judge calls two clients even on a criterion.
+const (
+	successMargin = 2.0  // points of success rate
+	relMargin     = 0.10 // of the larger amplification or p99
+	ampMargin     = 0.05 // backend requests per call, at least
+	p99Margin     = time.Millisecond
+)
+
+// verdict says which of two clients did better in a phase.
+type verdict struct {
+	Winner string // a client's name, or "tie"
+	Why    string
+}
+
+// verdictRule states, for the summary, how judge decides.
+const verdictRule = "who did better: the higher success rate (OK or NOT_FOUND; a tie within 2 points); on a tie,\n" +
+	"fewer backend requests per call (a tie within 10 %); then the lower p99 (a tie within 10 % or 1ms)"
+
+// judge compares a and b, the results of the clients named na and nb in one
+// phase, by the criteria verdictRule states, in that order. When a later
+// criterion favours the loser beyond its margin, Why says so too.
+func judge(na, nb string, a, b result) verdict {
+	if a.Calls == 0 || b.Calls == 0 {
+		return verdict{Winner: "tie", Why: "no calls"}
+	}
+	type criterion struct {
+		name   string
+		better int // 1: a better, -1: b better, 0: tie
+		va, vb string
+	}
+	cmp := func(x, y, margin float64, higher bool) int {
+		switch {
+		case x-y > margin:
+			if higher {
+				return 1
+			}
+			return -1
+		case y-x > margin:
+			if higher {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	}
+	aa, ab := a.Amplification(), b.Amplification()
+	pa, pb := float64(a.P99), float64(b.P99)
+	cs := []criterion{
+		{"success", cmp(a.SuccessRate(), b.SuccessRate(), successMargin, true),
+			fmt.Sprintf("%.1f%%", a.SuccessRate()), fmt.Sprintf("%.1f%%", b.SuccessRate())},
+		{"backend requests per call", cmp(aa, ab, max(relMargin*max(aa, ab), ampMargin), false),
+			fmt.Sprintf("%.2f", aa), fmt.Sprintf("%.2f", ab)},
+		{"p99", cmp(pa, pb, max(relMargin*max(pa, pb), float64(p99Margin)), false),
+			fmtDur(a.P99), fmtDur(b.P99)},
+	}
+	for i, c := range cs {
+		if c.better == 0 {
+			continue
+		}
+		win, lose, vw, vl := na, nb, c.va, c.vb
+		if c.better < 0 {
+			win, lose, vw, vl = nb, na, c.vb, c.va
+		}
+		v := verdict{Winner: win, Why: fmt.Sprintf("%s %s against %s's %s", c.name, vw, lose, vl)}
+		var but []string
+		for _, l := range cs[i+1:] {
+			if l.better == -c.better {
+				lw, ll := l.vb, l.va
+				if l.better > 0 {
+					lw, ll = l.va, l.vb
+				}
+				but = append(but, fmt.Sprintf("%s %s against %s", l.name, lw, ll))
+			}
+		}
+		if len(but) > 0 {
+			v.Why += fmt.Sprintf(" (%s did better on %s)", lose, strings.Join(but, ", "))
+		}
+		return v
+	}
+	return verdict{Winner: "tie", Why: fmt.Sprintf("success %s and %s, backend requests per call %s and %s, p99 %s and %s",
+		cs[0].va, cs[0].vb, cs[1].va, cs[1].vb, cs[2].va, cs[2].vb)}
 }
 
 func (s summary) print(w io.Writer) {
@@ -256,8 +358,9 @@ func (s summary) print(w io.Writer) {
 	if s.Interrupted {
 		ran = "interrupted after"
 	}
-	fmt.Fprintf(w, "\nsummary: %s %v, %d calls a second per client, a %v deadline per call (bare) or attempt (meshless)\n\n",
-		ran, s.Elapsed.Round(10*time.Millisecond), s.Rate, s.Timeout)
+	fmt.Fprintf(w, "\nsummary: %s %v, a %v deadline per call (bare) or attempt (meshless); each backend serves\n"+
+		"%d calls at a time, %v each (%.0f calls a second), queues %d more and sheds the rest\n\n",
+		ran, s.Elapsed.Round(10*time.Millisecond), s.Timeout, s.Capacity.Workers, s.Capacity.Work, s.Capacity.perSecond(), s.Capacity.Queue)
 	row := func(label string, cell func(clientSummary) string) {
 		fmt.Fprintf(w, "  %-46s", label)
 		for _, c := range s.Clients {
@@ -277,7 +380,7 @@ func (s summary) print(w io.Writer) {
 	row("  requests the backend received (retries too)", n(func(r result) int { return r.Reached }, total))
 	row("  answered OK", n(func(r result) int { return r.OK }, total))
 	row("  answered NOT_FOUND (a business answer)", n(func(r result) int { return r.NotFound }, total))
-	row("  failed (UNAVAILABLE, DEADLINE_EXCEEDED)", n(func(r result) int { return r.Failed }, total))
+	row("  failed (UNAVAILABLE, DEADLINE_EXCEEDED…)", n(func(r result) int { return r.Failed }, total))
 	row("  rejected fast: breaker open (CIRCUIT_OPEN)", n(func(r result) int { return r.Open }, total))
 	row("  rejected fast: bulkhead full (BULKHEAD_FULL)", n(func(r result) int { return r.Full }, total))
 	row("latency p50", d(func(r result) time.Duration { return r.P50 }, total))
@@ -285,24 +388,40 @@ func (s summary) print(w io.Writer) {
 	row("latency max", d(func(r result) time.Duration { return r.Max }, total))
 	row("peak in-flight calls (goroutines)", func(c clientSummary) string { return fmt.Sprint(c.PeakInFlight) })
 	row("peak calls running in the backend", func(c clientSummary) string { return fmt.Sprint(c.PeakBackend) })
-	for _, b := range []behaviour{overloaded, failing, hanging} {
-		if s.Schedule.lengthOf(b) == 0 {
+	row("requests the backend shed (queue full)", func(c clientSummary) string { return fmt.Sprint(c.Shed) })
+	if len(s.Verdicts) > 0 {
+		fmt.Fprintf(w, "\n  %s\n", strings.ReplaceAll(verdictRule, "\n", "\n  "))
+	}
+	for i, p := range s.Schedule {
+		if p.Duration == 0 {
 			continue
 		}
-		during := func(c clientSummary) result { return c.During[b] }
-		fmt.Fprintf(w, "  while %s\n", b)
-		row("  requests the backend received", n(func(r result) int { return r.Reached }, during))
-		row("  answered (OK or NOT_FOUND)", n(func(r result) int { return r.Answered() }, during))
-		row("  failed", n(func(r result) int { return r.Failed }, during))
-		row("  rejected fast", n(func(r result) int { return r.Rejected() }, during))
-		row("  latency p99", d(func(r result) time.Duration { return r.P99 }, during))
+		ph := func(c clientSummary) result { return c.Phases[i] }
+		fmt.Fprintf(w, "  while %s (%.0f calls a second)\n", p, s.Rates[i])
+		row("  calls made", n(func(r result) int { return r.Calls }, ph))
+		row("  success (OK or NOT_FOUND)", func(c clientSummary) string { return fmt.Sprintf("%.1f%%", c.Phases[i].SuccessRate()) })
+		row("  failed", n(func(r result) int { return r.Failed }, ph))
+		row("  rejected fast", n(func(r result) int { return r.Rejected() }, ph))
+		row("  latency p50", d(func(r result) time.Duration { return r.P50 }, ph))
+		row("  latency p99", d(func(r result) time.Duration { return r.P99 }, ph))
+		row("  requests the backend received", n(func(r result) int { return r.Reached }, ph))
+		row("  backend requests per call", func(c clientSummary) string { return fmt.Sprintf("%.2f", c.Phases[i].Amplification()) })
+		if i < len(s.Verdicts) {
+			v := s.Verdicts[i]
+			if v.Winner == "tie" {
+				fmt.Fprintf(w, "  → tie: %s\n", v.Why)
+			} else {
+				fmt.Fprintf(w, "  → %s did better: %s\n", v.Winner, v.Why)
+			}
+		}
 	}
 
-	if len(s.Clients) < 2 || s.Schedule.lengthOf(hanging) == 0 {
+	hung := slices.IndexFunc(s.Schedule, func(p phase) bool { return p.Behaviour == hanging && p.Duration > 0 })
+	if len(s.Clients) < 2 || hung < 0 {
 		return
 	}
 	base, c := s.Clients[0], s.Clients[len(s.Clients)-1]
-	bh, ch := base.During[hanging], c.During[hanging]
+	bh, ch := base.Phases[hung], c.Phases[hung]
 	fmt.Fprintf(w, "\nWhile the backend hung, %s sent it %d requests (%s: %d) and answered 99%% of its callers\n"+
 		"within %s (%s: %s); its calls in flight peaked at %d (%s: %d).\n",
 		c.Name, ch.Reached, base.Name, bh.Reached, fmtDur(ch.P99), base.Name, fmtDur(bh.P99),
