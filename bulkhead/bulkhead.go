@@ -47,26 +47,26 @@ func New(opts ...Option) (*Bulkhead, error) {
 		return nil, fmt.Errorf("bulkhead: %w", err)
 	}
 	b := &Bulkhead{cfg: cfg}
-	if a := cfg.adaptive; a != nil {
-		d := a.withDefaults()
-		b.cfg.adaptive = &d // a copy: the option may be shared by other bulkheads
+	if cfg.Adaptive {
+		d := cfg.AdaptiveLimits.withDefaults()
+		b.cfg.AdaptiveLimits = d
 		b.adaptive = adaptivelimiter.NewBuilder[any]().
 			WithLimits(uint(d.MinLimit), uint(d.MaxLimit), uint(d.InitialLimit)).
 			Build()
 	} else {
-		b.fixed = fsbulkhead.New[any](uint(cfg.maxConcurrent))
+		b.fixed = fsbulkhead.New[any](uint(cfg.MaxConcurrentCalls))
 	}
-	b.full.Store(&FullError{Name: cfg.name, Limit: b.Limit()})
+	b.full.Store(&FullError{Name: cfg.Name, Limit: b.Limit()})
 	b.rec = resilience.Attach(cfg.observer, resilience.Source{
 		Kind:     resilience.KindBulkhead,
-		Name:     cfg.name,
+		Name:     cfg.Name,
 		Snapshot: b.snapshot,
 	})
 	return b, nil
 }
 
 // Name returns the bulkhead's name.
-func (b *Bulkhead) Name() string { return b.cfg.name }
+func (b *Bulkhead) Name() string { return b.cfg.Name }
 
 // Limit returns how many calls may be in flight now: maxConcurrentCalls for
 // a fixed bulkhead; the current limit of an adaptive one, which moves.
@@ -74,7 +74,7 @@ func (b *Bulkhead) Limit() int {
 	if b.adaptive != nil {
 		return b.adaptive.Limit()
 	}
-	return b.cfg.maxConcurrent
+	return b.cfg.MaxConcurrentCalls
 }
 
 // Active returns how many calls hold a permit now. It can briefly exceed an
@@ -124,7 +124,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 			}
 			return Permit{b: b, ctx: ctx}, nil
 		}
-		if b.cfg.maxWait == 0 {
+		if b.cfg.MaxWaitDuration == 0 {
 			return Permit{}, b.reject(ctx, b.full.Load(), 0)
 		}
 		return b.acquireWaiting(ctx)
@@ -132,7 +132,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 	if ap, ok := b.adaptive.TryAcquirePermit(); ok {
 		return b.admit(ctx, ap, 0), nil
 	}
-	if b.cfg.maxWait == 0 {
+	if b.cfg.MaxWaitDuration == 0 {
 		return Permit{}, b.reject(ctx, b.fullError(), 0)
 	}
 	return b.acquireWaiting(ctx)
@@ -149,9 +149,9 @@ func (b *Bulkhead) acquireWaiting(ctx context.Context) (Permit, error) {
 	var ap adaptivelimiter.Permit
 	var err error
 	if b.fixed != nil {
-		err = b.fixed.AcquirePermitWithMaxWait(ctx, b.cfg.maxWait)
+		err = b.fixed.AcquirePermitWithMaxWait(ctx, b.cfg.MaxWaitDuration)
 	} else {
-		ap, err = b.adaptive.AcquirePermitWithMaxWait(ctx, b.cfg.maxWait)
+		ap, err = b.adaptive.AcquirePermitWithMaxWait(ctx, b.cfg.MaxWaitDuration)
 	}
 	waited := b.cfg.clock.Now().Sub(start)
 	if err == nil {
@@ -161,7 +161,7 @@ func (b *Bulkhead) acquireWaiting(ctx context.Context) (Permit, error) {
 	if errors.Is(err, fsbulkhead.ErrFull) || errors.Is(err, adaptivelimiter.ErrExceeded) {
 		full = b.fullError()
 	} else {
-		full = &FullError{Name: b.cfg.name, Limit: b.Limit(), Cause: err}
+		full = &FullError{Name: b.cfg.Name, Limit: b.Limit(), Cause: err}
 	}
 	return Permit{}, b.reject(ctx, full, waited)
 }
@@ -202,7 +202,7 @@ func (b *Bulkhead) fullError() *FullError {
 		return e
 	}
 	if limit := b.adaptive.Limit(); e.Limit != limit {
-		e = &FullError{Name: b.cfg.name, Limit: limit}
+		e = &FullError{Name: b.cfg.Name, Limit: limit}
 		b.full.Store(e)
 	}
 	return e
@@ -264,3 +264,7 @@ func (b *Bulkhead) end(ctx context.Context, ap adaptivelimiter.Permit, record bo
 		b.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventReleased})
 	}
 }
+
+// Config returns the bulkhead's settings (an adaptive limit's with its
+// defaults filled).
+func (b *Bulkhead) Config() Config { return b.cfg.Config }

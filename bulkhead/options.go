@@ -46,32 +46,62 @@ func (a Adaptive) withDefaults() Adaptive {
 	return a
 }
 
+// Config is a bulkhead's settings, named after their configuration keys
+// (see docs/bulkhead.md). Start from [DefaultConfig]. A Config is a plain
+// comparable value: two equal Configs configure equal bulkheads.
+type Config struct {
+	Name               string
+	MaxConcurrentCalls int           // the fixed limit; checked but unused when Adaptive is set
+	MaxWaitDuration    time.Duration // 0: reject at once when full
+	// Adaptive replaces the fixed limit with an adaptive one within
+	// AdaptiveLimits (zero fields take their defaults).
+	Adaptive       bool
+	AdaptiveLimits Adaptive
+}
+
+// DefaultConfig returns the defaults of docs/bulkhead.md: a fixed limit of
+// [DefaultMaxConcurrentCalls], no wait.
+func DefaultConfig() Config { return Config{MaxConcurrentCalls: DefaultMaxConcurrentCalls} }
+
+// WithConfig sets every setting of c at once; options after it override
+// single settings.
+func WithConfig(c Config) Option { return optionFunc(func(cfg *config) { cfg.Config = c }) }
+
 type config struct {
-	name          string
-	maxConcurrent int
-	maxWait       time.Duration
-	adaptive      *Adaptive // nil: the fixed limit
-	clock         resilience.Clock
-	observer      resilience.Observer
+	Config
+	clock    resilience.Clock
+	observer resilience.Observer
 }
 
 func defaultConfig() config {
-	return config{
-		maxConcurrent: DefaultMaxConcurrentCalls,
-		clock:         resilience.SystemClock(),
-	}
+	return config{Config: DefaultConfig(), clock: resilience.SystemClock()}
+}
+
+// Validate reports every invalid setting, each error naming its key
+// (errors.Is [resilience.ErrInvalidOption]).
+func (c Config) Validate() error {
+	var errs opterr.Errors
+	c.check(errs.Add)
+	return errs.Err()
 }
 
 func (c *config) validate() error {
 	var errs opterr.Errors
-	bad := errs.Add
-	if c.maxConcurrent < 1 {
-		bad("maxConcurrentCalls", c.maxConcurrent, "must be at least 1")
+	c.check(errs.Add)
+	if c.clock == nil {
+		errs.Add("clock", nil, "must not be nil")
 	}
-	if c.maxWait < 0 {
-		bad("maxWaitDuration", c.maxWait, "must not be negative (0 rejects at once when full)")
+	return errs.Err()
+}
+
+func (c *Config) check(bad func(option string, value any, problem string)) {
+	if c.MaxConcurrentCalls < 1 {
+		bad("maxConcurrentCalls", c.MaxConcurrentCalls, "must be at least 1")
 	}
-	if a := c.adaptive; a != nil {
+	if c.MaxWaitDuration < 0 {
+		bad("maxWaitDuration", c.MaxWaitDuration, "must not be negative (0 rejects at once when full)")
+	}
+	if a := c.AdaptiveLimits; c.Adaptive {
 		ok := true
 		for _, f := range []struct {
 			key string
@@ -93,10 +123,6 @@ func (c *config) validate() error {
 			}
 		}
 	}
-	if c.clock == nil {
-		bad("clock", nil, "must not be nil")
-	}
-	return errs.Err()
 }
 
 // Option configures a [Bulkhead]. Each option is named after the
@@ -108,14 +134,14 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithName names the bulkhead, in rejections and for observers. Default "".
-func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
+func WithName(name string) Option { return optionFunc(func(c *config) { c.Name = name }) }
 
 // WithMaxConcurrentCalls sets maxConcurrentCalls: how many calls may be in
 // flight at once through a bulkhead with a fixed limit. It must be at least 1.
 // It is not used (but still checked) when [WithAdaptive] is given.
 // Default 100.
 func WithMaxConcurrentCalls(n int) Option {
-	return optionFunc(func(c *config) { c.maxConcurrent = n })
+	return optionFunc(func(c *config) { c.MaxConcurrentCalls = n })
 }
 
 // WithMaxWaitDuration sets maxWaitDuration: how long a call waits for a
@@ -123,7 +149,7 @@ func WithMaxConcurrentCalls(n int) Option {
 // The wait also ends when the call's context ends (see [Bulkhead.Acquire]).
 // Default 0.
 func WithMaxWaitDuration(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxWait = d })
+	return optionFunc(func(c *config) { c.MaxWaitDuration = d })
 }
 
 // WithAdaptive replaces the fixed limit with an adaptive one that moves
@@ -131,7 +157,7 @@ func WithMaxWaitDuration(d time.Duration) Option {
 // adaptivelimiter; see the package documentation). Zero fields take their
 // defaults. Default: no adaptive limit, the fixed maxConcurrentCalls.
 func WithAdaptive(a Adaptive) Option {
-	return optionFunc(func(c *config) { cp := a; c.adaptive = &cp })
+	return optionFunc(func(c *config) { c.Adaptive, c.AdaptiveLimits = true, a })
 }
 
 // WithClock sets the clock that measures how long calls wait for a permit

@@ -75,11 +75,11 @@ func New(opts ...Option) (*Breaker, error) {
 	b := new(Breaker)
 	b.conf.Store(&cfg)
 	b.mu.Lock()
-	b.cur.Store(b.newPeriodLocked(modeState(cfg.mode), 0))
+	b.cur.Store(b.newPeriodLocked(modeState(cfg.Mode), 0))
 	b.mu.Unlock()
 	b.rec = resilience.Attach(cfg.observer, resilience.Source{
 		Kind:     resilience.KindCircuitBreaker,
-		Name:     cfg.name,
+		Name:     cfg.Name,
 		Snapshot: b.snapshot,
 	})
 	return b, nil
@@ -119,24 +119,27 @@ func (b *Breaker) Reconfigure(opts ...Option) error {
 	}
 	b.mu.Lock()
 	old := b.config()
-	if cfg.windowType != old.windowType || cfg.windowSize != old.windowSize {
+	if cfg.SlidingWindowType != old.SlidingWindowType || cfg.SlidingWindowSize != old.SlidingWindowSize {
 		b.mu.Unlock()
 		return fmt.Errorf("circuitbreaker: Reconfigure: %w", &resilience.OptionError{
-			Option: "slidingWindowSize", Value: cfg.windowType.String() + " " + strconv.Itoa(cfg.windowSize),
-			Problem: "a running breaker keeps its window (" + old.windowType.String() + " " + strconv.Itoa(old.windowSize) + "); build a new breaker to change it",
+			Option: "slidingWindowSize", Value: cfg.SlidingWindowType.String() + " " + strconv.Itoa(cfg.SlidingWindowSize),
+			Problem: "a running breaker keeps its window (" + old.SlidingWindowType.String() + " " + strconv.Itoa(old.SlidingWindowSize) + "); build a new breaker to change it",
 		})
 	}
 	cfg.clock, cfg.observer = old.clock, old.observer
 	b.conf.Store(&cfg)
 	b.mu.Unlock()
-	if cfg.mode != old.mode {
-		b.manual(modeState(cfg.mode))
+	if cfg.Mode != old.Mode {
+		b.manual(modeState(cfg.Mode))
 	}
 	return nil
 }
 
+// Config returns the breaker's settings in force.
+func (b *Breaker) Config() Config { return b.config().Config }
+
 // Name returns the breaker's name.
-func (b *Breaker) Name() string { return b.config().name }
+func (b *Breaker) Name() string { return b.config().Name }
 
 // State returns the breaker's state now.
 func (b *Breaker) State() State { return b.cur.Load().state }
@@ -310,7 +313,7 @@ func (b *Breaker) outcome(err error) resilience.Outcome {
 
 func (b *Breaker) finish(ctx context.Context, p *period, pr *probe, o resilience.Outcome, d time.Duration, now time.Time) {
 	c := b.config()
-	slow := d > c.slowThreshold
+	slow := d > c.SlowCallDurationThreshold
 	if b.rec != nil {
 		b.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Outcome: o, Duration: d, Slow: slow})
 	}
@@ -331,7 +334,7 @@ func (b *Breaker) recordWindow(ctx context.Context, p *period, failed, slow bool
 	if b.cur.Load() == p {
 		n := p.win.record(failed, slow, now)
 		if p.state == StateClosed {
-			if reason, over := b.exceeded(n, int64(b.config().minCalls)); over {
+			if reason, over := b.exceeded(n, int64(b.config().MinimumNumberOfCalls)); over {
 				ev = b.transitionLocked(p, StateOpen, reason, 0)
 			}
 		}
@@ -349,7 +352,7 @@ func (b *Breaker) recordProbe(ctx context.Context, p *period, o resilience.Outco
 		p.permits++ // an ignored probe gives its place back
 	default:
 		p.probes.add(o == resilience.Failure, slow, 1)
-		if n := int64(b.config().halfOpenPermits); p.probes.calls >= n {
+		if n := int64(b.config().PermittedNumberOfCallsInHalfOpenState); p.probes.calls >= n {
 			if reason, over := b.exceeded(p.probes, n); over {
 				ev = b.transitionLocked(p, StateOpen, reason, p.reopens+1)
 			} else {
@@ -368,10 +371,10 @@ func (b *Breaker) exceeded(n counts, min int64) (resilience.Reason, bool) {
 	if n.calls == 0 || n.calls < min {
 		return resilience.ReasonNone, false
 	}
-	if float64(n.failures)*100/float64(n.calls) >= b.config().failureRate {
+	if float64(n.failures)*100/float64(n.calls) >= b.config().FailureRateThreshold {
 		return resilience.ReasonFailureRate, true
 	}
-	if float64(n.slow)*100/float64(n.calls) >= b.config().slowRate {
+	if float64(n.slow)*100/float64(n.calls) >= b.config().SlowCallRateThreshold {
 		return resilience.ReasonSlowCallRate, true
 	}
 	return resilience.ReasonNone, false
@@ -400,16 +403,16 @@ func (b *Breaker) newPeriodLocked(s State, reopens int) *period {
 		p.win = newWindow(c, now)
 	case StateOpen:
 		wait := b.openWait(reopens)
-		p.reject = &OpenError{Name: c.name, State: s, Until: now.Add(wait)}
+		p.reject = &OpenError{Name: c.Name, State: s, Until: now.Add(wait)}
 		p.timer = c.clock.AfterFunc(wait, func() { b.expire(p, StateHalfOpen, resilience.ReasonWaitElapsed, p.reopens) })
 	case StateHalfOpen:
-		p.permits = c.halfOpenPermits
-		p.reject = &OpenError{Name: c.name, State: s}
-		if c.maxHalfOpenWait > 0 {
-			p.timer = c.clock.AfterFunc(c.maxHalfOpenWait, func() { b.expire(p, StateOpen, resilience.ReasonHalfOpenTimeout, p.reopens+1) })
+		p.permits = c.PermittedNumberOfCallsInHalfOpenState
+		p.reject = &OpenError{Name: c.Name, State: s}
+		if c.MaxWaitDurationInHalfOpenState > 0 {
+			p.timer = c.clock.AfterFunc(c.MaxWaitDurationInHalfOpenState, func() { b.expire(p, StateOpen, resilience.ReasonHalfOpenTimeout, p.reopens+1) })
 		}
 	case StateForcedOpen:
-		p.reject = &OpenError{Name: c.name, State: s}
+		p.reject = &OpenError{Name: c.Name, State: s}
 	}
 	return p
 }
@@ -428,7 +431,7 @@ func (b *Breaker) expire(p *period, to State, reason resilience.Reason, reopens 
 // openWait is the wait before the next probe after reopens consecutive
 // re-opens: doubled for each, spread by the jitter, and never above the cap.
 func (b *Breaker) openWait(reopens int) time.Duration {
-	w, limit := b.config().openWait, b.config().maxOpenWait
+	w, limit := b.config().WaitDurationInOpenState, b.config().MaxWaitDurationInOpenState
 	if limit > 0 {
 		for i := 0; i < reopens && w < limit; i++ {
 			if w > limit/2 {
@@ -438,7 +441,7 @@ func (b *Breaker) openWait(reopens int) time.Duration {
 			w *= 2
 		}
 	}
-	if j := b.config().openJitter; j > 0 {
+	if j := b.config().OpenStateJitter; j > 0 {
 		w = time.Duration(float64(w) * (1 + j*(2*rand.Float64()-1)))
 	}
 	if limit > 0 {

@@ -52,9 +52,9 @@ func (b *Breaker) Metrics() Metrics {
 func (p *period) counts(b *Breaker) (counts, int64) {
 	switch p.state {
 	case StateClosed, StateMetricsOnly:
-		return p.win.snapshot(b.config().clock.Now()), int64(b.config().minCalls)
+		return p.win.snapshot(b.config().clock.Now()), int64(b.config().MinimumNumberOfCalls)
 	case StateHalfOpen:
-		return p.probes, int64(b.config().halfOpenPermits)
+		return p.probes, int64(b.config().PermittedNumberOfCallsInHalfOpenState)
 	case StateOpen:
 		return p.frozen, p.frozenMin
 	}

@@ -83,96 +83,122 @@ const (
 	MaxTimeWindowSize  = 3600    // seconds; 32 bytes each
 )
 
+// Config is a breaker's settings, each named after its Resilience4j key
+// (see docs/circuitbreaker.md). Start from [DefaultConfig]. A Config is a
+// plain comparable value: two equal Configs configure equal breakers, so
+// callers that keep configurations compare them with ==.
+type Config struct {
+	Name                                  string
+	SlidingWindowType                     WindowType
+	SlidingWindowSize                     int // calls (COUNT_BASED) or seconds (TIME_BASED)
+	MinimumNumberOfCalls                  int
+	FailureRateThreshold                  float64 // percent, in (0, 100]
+	SlowCallDurationThreshold             time.Duration
+	SlowCallRateThreshold                 float64 // percent, in (0, 100]
+	WaitDurationInOpenState               time.Duration
+	MaxWaitDurationInOpenState            time.Duration // 0: the wait does not grow on re-opens
+	OpenStateJitter                       float64       // fraction, in [0, 1)
+	PermittedNumberOfCallsInHalfOpenState int
+	MaxWaitDurationInHalfOpenState        time.Duration // 0: wait for every probe
+	Mode                                  Mode
+}
+
+// DefaultConfig returns the defaults of docs/circuitbreaker.md.
+func DefaultConfig() Config {
+	return Config{
+		SlidingWindowType:                     CountBased,
+		SlidingWindowSize:                     100,
+		MinimumNumberOfCalls:                  20,
+		FailureRateThreshold:                  50,
+		SlowCallDurationThreshold:             2 * time.Second,
+		SlowCallRateThreshold:                 100,
+		WaitDurationInOpenState:               30 * time.Second,
+		MaxWaitDurationInOpenState:            5 * time.Minute,
+		PermittedNumberOfCallsInHalfOpenState: 2,
+		Mode:                                  ModeNormal,
+	}
+}
+
+// WithConfig sets every setting of c at once; options after it override
+// single settings.
+func WithConfig(c Config) Option { return optionFunc(func(cfg *config) { cfg.Config = c }) }
+
 type config struct {
-	name            string
-	windowType      WindowType
-	windowSize      int
-	minCalls        int
-	failureRate     float64
-	slowThreshold   time.Duration
-	slowRate        float64
-	openWait        time.Duration
-	maxOpenWait     time.Duration
-	openJitter      float64
-	halfOpenPermits int
-	maxHalfOpenWait time.Duration
-	mode            Mode
-	classify        resilience.Classifier
-	clock           resilience.Clock
-	observer        resilience.Observer
+	Config
+	classify resilience.Classifier
+	clock    resilience.Clock
+	observer resilience.Observer
 }
 
 func defaultConfig() config {
-	return config{
-		windowType:      CountBased,
-		windowSize:      100,
-		minCalls:        20,
-		failureRate:     50,
-		slowThreshold:   2 * time.Second,
-		slowRate:        100,
-		openWait:        30 * time.Second,
-		maxOpenWait:     5 * time.Minute,
-		halfOpenPermits: 2,
-		mode:            ModeNormal,
-		classify:        resilience.DefaultClassifier,
-		clock:           resilience.SystemClock(),
-	}
+	return config{Config: DefaultConfig(), classify: resilience.DefaultClassifier, clock: resilience.SystemClock()}
+}
+
+// Validate reports every invalid setting, each error naming its key
+// (errors.Is [resilience.ErrInvalidOption]).
+func (c Config) Validate() error {
+	var errs opterr.Errors
+	c.check(errs.Add)
+	return errs.Err()
 }
 
 func (c *config) validate() error {
 	var errs opterr.Errors
-	bad := errs.Add
-	switch c.windowType {
-	case CountBased:
-		if c.windowSize < 1 || c.windowSize > MaxCountWindowSize {
-			bad("slidingWindowSize", c.windowSize, "must be in [1, "+strconv.Itoa(MaxCountWindowSize)+"] calls for COUNT_BASED")
-		}
-	case TimeBased:
-		if c.windowSize < 1 || c.windowSize > MaxTimeWindowSize {
-			bad("slidingWindowSize", c.windowSize, "must be in [1, "+strconv.Itoa(MaxTimeWindowSize)+"] seconds for TIME_BASED")
-		}
-	default:
-		bad("slidingWindowType", c.windowType, "must be COUNT_BASED or TIME_BASED")
-	}
-	if c.minCalls < 1 {
-		bad("minimumNumberOfCalls", c.minCalls, "must be at least 1")
-	} else if c.windowType == CountBased && c.windowSize >= 1 && c.minCalls > c.windowSize {
-		bad("minimumNumberOfCalls", c.minCalls, "must not exceed slidingWindowSize ("+strconv.Itoa(c.windowSize)+") for a COUNT_BASED window, which could then never decide")
-	}
-	if !(c.failureRate > 0 && c.failureRate <= 100) {
-		bad("failureRateThreshold", c.failureRate, "must be in (0, 100]")
-	}
-	if !(c.slowRate > 0 && c.slowRate <= 100) {
-		bad("slowCallRateThreshold", c.slowRate, "must be in (0, 100]")
-	}
-	if c.slowThreshold <= 0 {
-		bad("slowCallDurationThreshold", c.slowThreshold, "must be positive")
-	}
-	if c.openWait <= 0 {
-		bad("waitDurationInOpenState", c.openWait, "must be positive")
-	}
-	if c.maxOpenWait != 0 && c.maxOpenWait < c.openWait {
-		bad("maxWaitDurationInOpenState", c.maxOpenWait, "must be 0 (no growth) or at least waitDurationInOpenState ("+c.openWait.String()+")")
-	}
-	if !(c.openJitter >= 0 && c.openJitter < 1) {
-		bad("openStateJitter", c.openJitter, "must be in [0, 1)")
-	}
-	if c.halfOpenPermits < 1 {
-		bad("permittedNumberOfCallsInHalfOpenState", c.halfOpenPermits, "must be at least 1")
-	}
-	if c.maxHalfOpenWait < 0 {
-		bad("maxWaitDurationInHalfOpenState", c.maxHalfOpenWait, "must not be negative")
-	}
-	if int(c.mode) >= len(modeNames) {
-		bad("mode", c.mode, "must be NORMAL, DISABLED, METRICS_ONLY or FORCED_OPEN")
-	}
+	c.check(errs.Add)
 	if c.clock == nil {
-		bad("clock", nil, "must not be nil")
+		errs.Add("clock", nil, "must not be nil")
 	}
 	if c.classify == nil {
-		bad("classifier", nil, "must not be nil")
+		errs.Add("classifier", nil, "must not be nil")
 	}
 	return errs.Err()
+}
+
+func (c *Config) check(bad func(option string, value any, problem string)) {
+	switch c.SlidingWindowType {
+	case CountBased:
+		if c.SlidingWindowSize < 1 || c.SlidingWindowSize > MaxCountWindowSize {
+			bad("slidingWindowSize", c.SlidingWindowSize, "must be in [1, "+strconv.Itoa(MaxCountWindowSize)+"] calls for COUNT_BASED")
+		}
+	case TimeBased:
+		if c.SlidingWindowSize < 1 || c.SlidingWindowSize > MaxTimeWindowSize {
+			bad("slidingWindowSize", c.SlidingWindowSize, "must be in [1, "+strconv.Itoa(MaxTimeWindowSize)+"] seconds for TIME_BASED")
+		}
+	default:
+		bad("slidingWindowType", c.SlidingWindowType, "must be COUNT_BASED or TIME_BASED")
+	}
+	if c.MinimumNumberOfCalls < 1 {
+		bad("minimumNumberOfCalls", c.MinimumNumberOfCalls, "must be at least 1")
+	} else if c.SlidingWindowType == CountBased && c.SlidingWindowSize >= 1 && c.MinimumNumberOfCalls > c.SlidingWindowSize {
+		bad("minimumNumberOfCalls", c.MinimumNumberOfCalls, "must not exceed slidingWindowSize ("+strconv.Itoa(c.SlidingWindowSize)+") for a COUNT_BASED window, which could then never decide")
+	}
+	if !(c.FailureRateThreshold > 0 && c.FailureRateThreshold <= 100) {
+		bad("failureRateThreshold", c.FailureRateThreshold, "must be in (0, 100]")
+	}
+	if !(c.SlowCallRateThreshold > 0 && c.SlowCallRateThreshold <= 100) {
+		bad("slowCallRateThreshold", c.SlowCallRateThreshold, "must be in (0, 100]")
+	}
+	if c.SlowCallDurationThreshold <= 0 {
+		bad("slowCallDurationThreshold", c.SlowCallDurationThreshold, "must be positive")
+	}
+	if c.WaitDurationInOpenState <= 0 {
+		bad("waitDurationInOpenState", c.WaitDurationInOpenState, "must be positive")
+	}
+	if c.MaxWaitDurationInOpenState != 0 && c.MaxWaitDurationInOpenState < c.WaitDurationInOpenState {
+		bad("maxWaitDurationInOpenState", c.MaxWaitDurationInOpenState, "must be 0 (no growth) or at least waitDurationInOpenState ("+c.WaitDurationInOpenState.String()+")")
+	}
+	if !(c.OpenStateJitter >= 0 && c.OpenStateJitter < 1) {
+		bad("openStateJitter", c.OpenStateJitter, "must be in [0, 1)")
+	}
+	if c.PermittedNumberOfCallsInHalfOpenState < 1 {
+		bad("permittedNumberOfCallsInHalfOpenState", c.PermittedNumberOfCallsInHalfOpenState, "must be at least 1")
+	}
+	if c.MaxWaitDurationInHalfOpenState < 0 {
+		bad("maxWaitDurationInHalfOpenState", c.MaxWaitDurationInHalfOpenState, "must not be negative")
+	}
+	if int(c.Mode) >= len(modeNames) {
+		bad("mode", c.Mode, "must be NORMAL, DISABLED, METRICS_ONLY or FORCED_OPEN")
+	}
 }
 
 // Option configures a [Breaker]. Each option is named after the
@@ -184,75 +210,79 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithName names the breaker, in rejections and for observers. Default "".
-func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
+func WithName(name string) Option { return optionFunc(func(c *config) { c.Name = name }) }
 
 // WithSlidingWindowType sets slidingWindowType. Default [CountBased].
 func WithSlidingWindowType(t WindowType) Option {
-	return optionFunc(func(c *config) { c.windowType = t })
+	return optionFunc(func(c *config) { c.SlidingWindowType = t })
 }
 
 // WithSlidingWindowSize sets slidingWindowSize: calls for a [CountBased]
 // window, seconds for a [TimeBased] one. Default 100.
-func WithSlidingWindowSize(n int) Option { return optionFunc(func(c *config) { c.windowSize = n }) }
+func WithSlidingWindowSize(n int) Option {
+	return optionFunc(func(c *config) { c.SlidingWindowSize = n })
+}
 
 // WithMinimumNumberOfCalls sets minimumNumberOfCalls: the breaker makes no
 // decision while its window holds fewer calls. Default 20.
-func WithMinimumNumberOfCalls(n int) Option { return optionFunc(func(c *config) { c.minCalls = n }) }
+func WithMinimumNumberOfCalls(n int) Option {
+	return optionFunc(func(c *config) { c.MinimumNumberOfCalls = n })
+}
 
 // WithFailureRateThreshold sets failureRateThreshold, in percent: the
 // breaker opens when the failure rate is at or above it. Default 50.
 func WithFailureRateThreshold(pct float64) Option {
-	return optionFunc(func(c *config) { c.failureRate = pct })
+	return optionFunc(func(c *config) { c.FailureRateThreshold = pct })
 }
 
 // WithSlowCallDurationThreshold sets slowCallDurationThreshold: a call that
 // takes longer is slow, whatever its outcome. Default 2s.
 func WithSlowCallDurationThreshold(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.slowThreshold = d })
+	return optionFunc(func(c *config) { c.SlowCallDurationThreshold = d })
 }
 
 // WithSlowCallRateThreshold sets slowCallRateThreshold, in percent: the
 // breaker opens when the share of slow calls is at or above it. Default 100.
 func WithSlowCallRateThreshold(pct float64) Option {
-	return optionFunc(func(c *config) { c.slowRate = pct })
+	return optionFunc(func(c *config) { c.SlowCallRateThreshold = pct })
 }
 
 // WithWaitDurationInOpenState sets waitDurationInOpenState: how long the
 // breaker stays open before it lets probes through. Default 30s.
 func WithWaitDurationInOpenState(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.openWait = d })
+	return optionFunc(func(c *config) { c.WaitDurationInOpenState = d })
 }
 
 // WithMaxWaitDurationInOpenState sets maxWaitDurationInOpenState: each
 // consecutive re-open (probes failed) doubles the open wait, up to this cap,
 // which the jitter never passes either. 0 turns the growth off. Default 5m.
 func WithMaxWaitDurationInOpenState(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxOpenWait = d })
+	return optionFunc(func(c *config) { c.MaxWaitDurationInOpenState = d })
 }
 
 // WithOpenStateJitter spreads each open wait by a random ±fraction (0.1 is
 // ±10%), so that many clients that opened together do not probe together.
 // It has no YAML key. Default 0.
 func WithOpenStateJitter(fraction float64) Option {
-	return optionFunc(func(c *config) { c.openJitter = fraction })
+	return optionFunc(func(c *config) { c.OpenStateJitter = fraction })
 }
 
 // WithPermittedNumberOfCallsInHalfOpenState sets
 // permittedNumberOfCallsInHalfOpenState: how many probes run in the half-open
 // state; the breaker decides once they have all reported. Default 2.
 func WithPermittedNumberOfCallsInHalfOpenState(n int) Option {
-	return optionFunc(func(c *config) { c.halfOpenPermits = n })
+	return optionFunc(func(c *config) { c.PermittedNumberOfCallsInHalfOpenState = n })
 }
 
 // WithMaxWaitDurationInHalfOpenState sets maxWaitDurationInHalfOpenState:
 // when the probes take longer than this to report, the breaker opens again.
 // 0 waits for them however long they take. Default 0.
 func WithMaxWaitDurationInHalfOpenState(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxHalfOpenWait = d })
+	return optionFunc(func(c *config) { c.MaxWaitDurationInHalfOpenState = d })
 }
 
 // WithMode sets mode. Default [ModeNormal].
-func WithMode(m Mode) Option { return optionFunc(func(c *config) { c.mode = m }) }
+func WithMode(m Mode) Option { return optionFunc(func(c *config) { c.Mode = m }) }
 
 // WithClassifier sets how [Permit.Done] and [Breaker.Execute] turn a call's
 // error into an outcome. A nil error is always a success and a

@@ -34,10 +34,10 @@ type window interface {
 }
 
 func newWindow(c *config, now time.Time) window {
-	if c.windowType == TimeBased {
-		return newTimeWindow(c.windowSize, now)
+	if c.SlidingWindowType == TimeBased {
+		return newTimeWindow(c.SlidingWindowSize, now)
 	}
-	return &countWindow{ring: make([]uint8, c.windowSize)}
+	return &countWindow{ring: make([]uint8, c.SlidingWindowSize)}
 }
 
 const (

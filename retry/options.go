@@ -8,32 +8,52 @@ import (
 	"github.com/meshless/meshless/resilience"
 )
 
+// Config is a retry policy's settings, named after gRPC's retryPolicy keys
+// (see docs/retry.md). Start from [DefaultConfig]. A Config is a plain
+// comparable value.
+type Config struct {
+	Name              string
+	MaxAttempts       int // counts the first call, as in gRPC
+	InitialBackoff    time.Duration
+	MaxBackoff        time.Duration
+	BackoffMultiplier float64
+	Jitter            float64 // +/- fraction of each backoff, in [0, 1)
+}
+
+// DefaultConfig returns the defaults of docs/retry.md.
+func DefaultConfig() Config {
+	return Config{MaxAttempts: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second, BackoffMultiplier: 2, Jitter: 0.2}
+}
+
+// WithConfig sets every setting of c at once; options after it override
+// single settings.
+func WithConfig(c Config) Option { return optionFunc(func(cfg *config) { cfg.Config = c }) }
+
+// Validate reports every invalid setting, each error naming its key
+// (errors.Is [resilience.ErrInvalidOption]).
+func (c Config) Validate() error {
+	var errs opterr.Errors
+	c.check(errs.Add)
+	return errs.Err()
+}
+
 type config struct {
-	name        string
-	maxAttempts int
-	initial     time.Duration
-	max         time.Duration
-	multiplier  float64
-	jitter      float64
-	retryable   func(error) bool
-	classify    resilience.Classifier
-	pushback    func(error) (time.Duration, bool)
-	throttle    *Throttle
-	clock       resilience.Clock
-	observer    resilience.Observer
-	rand        func() float64
+	Config
+	retryable func(error) bool
+	classify  resilience.Classifier
+	pushback  func(error) (time.Duration, bool)
+	throttle  *Throttle
+	clock     resilience.Clock
+	observer  resilience.Observer
+	rand      func() float64
 }
 
 func defaultConfig() config {
 	return config{
-		maxAttempts: 3,
-		initial:     100 * time.Millisecond,
-		max:         2 * time.Second,
-		multiplier:  2,
-		jitter:      0.2,
-		retryable:   defaultRetryable,
-		classify:    resilience.DefaultClassifier,
-		clock:       resilience.SystemClock(),
+		Config:    DefaultConfig(),
+		retryable: defaultRetryable,
+		classify:  resilience.DefaultClassifier,
+		clock:     resilience.SystemClock(),
 	}
 }
 
@@ -46,34 +66,37 @@ const MaxMaxAttempts = 100
 
 func (c *config) validate() error {
 	var errs opterr.Errors
-	bad := errs.Add
-	if c.maxAttempts < 1 || c.maxAttempts > MaxMaxAttempts {
-		bad("maxAttempts", c.maxAttempts, "must be in [1, 100] (it counts the first call)")
-	}
-	if c.initial <= 0 {
-		bad("initialBackoff", c.initial, "must be positive")
-	}
-	if c.max <= 0 {
-		bad("maxBackoff", c.max, "must be positive")
-	} else if c.initial > c.max {
-		bad("maxBackoff", c.max, "must be at least initialBackoff ("+c.initial.String()+")")
-	}
-	if !(c.multiplier >= 1) || math.IsInf(c.multiplier, 0) {
-		bad("backoffMultiplier", c.multiplier, "must be at least 1")
-	}
-	if !(c.jitter >= 0 && c.jitter < 1) {
-		bad("jitter", c.jitter, "must be in [0, 1)")
-	}
+	c.check(errs.Add)
 	if c.retryable == nil {
-		bad("retryable", nil, "must not be nil")
+		errs.Add("retryable", nil, "must not be nil")
 	}
 	if c.classify == nil {
-		bad("classifier", nil, "must not be nil")
+		errs.Add("classifier", nil, "must not be nil")
 	}
 	if c.clock == nil {
-		bad("clock", nil, "must not be nil")
+		errs.Add("clock", nil, "must not be nil")
 	}
 	return errs.Err()
+}
+
+func (c *Config) check(bad func(option string, value any, problem string)) {
+	if c.MaxAttempts < 1 || c.MaxAttempts > MaxMaxAttempts {
+		bad("maxAttempts", c.MaxAttempts, "must be in [1, 100] (it counts the first call)")
+	}
+	if c.InitialBackoff <= 0 {
+		bad("initialBackoff", c.InitialBackoff, "must be positive")
+	}
+	if c.MaxBackoff <= 0 {
+		bad("maxBackoff", c.MaxBackoff, "must be positive")
+	} else if c.InitialBackoff > c.MaxBackoff {
+		bad("maxBackoff", c.MaxBackoff, "must be at least initialBackoff ("+c.InitialBackoff.String()+")")
+	}
+	if !(c.BackoffMultiplier >= 1) || math.IsInf(c.BackoffMultiplier, 0) {
+		bad("backoffMultiplier", c.BackoffMultiplier, "must be at least 1")
+	}
+	if !(c.Jitter >= 0 && c.Jitter < 1) {
+		bad("jitter", c.Jitter, "must be in [0, 1)")
+	}
 }
 
 // Option configures a [Retry]. Each option is named after the configuration
@@ -86,27 +109,31 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // WithName names the retry policy for observers; grpcmw uses the method.
 // Default "".
-func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
+func WithName(name string) Option { return optionFunc(func(c *config) { c.Name = name }) }
 
 // WithMaxAttempts sets maxAttempts: the most calls made, the first one
 // included, as in gRPC (1 turns retries off). Default 3.
-func WithMaxAttempts(n int) Option { return optionFunc(func(c *config) { c.maxAttempts = n }) }
+func WithMaxAttempts(n int) Option { return optionFunc(func(c *config) { c.MaxAttempts = n }) }
 
 // WithInitialBackoff sets initialBackoff: the wait before the first retry.
 // Default 100ms.
-func WithInitialBackoff(d time.Duration) Option { return optionFunc(func(c *config) { c.initial = d }) }
+func WithInitialBackoff(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.InitialBackoff = d })
+}
 
 // WithMaxBackoff sets maxBackoff: no wait is longer, jitter included.
 // Default 2s.
-func WithMaxBackoff(d time.Duration) Option { return optionFunc(func(c *config) { c.max = d }) }
+func WithMaxBackoff(d time.Duration) Option { return optionFunc(func(c *config) { c.MaxBackoff = d }) }
 
 // WithBackoffMultiplier sets backoffMultiplier: each wait is the previous one
 // times this. Default 2.
-func WithBackoffMultiplier(m float64) Option { return optionFunc(func(c *config) { c.multiplier = m }) }
+func WithBackoffMultiplier(m float64) Option {
+	return optionFunc(func(c *config) { c.BackoffMultiplier = m })
+}
 
 // WithJitter sets jitter: each wait is spread by a random ±fraction (0.2 is
 // ±20 %). Default 0.2.
-func WithJitter(fraction float64) Option { return optionFunc(func(c *config) { c.jitter = fraction }) }
+func WithJitter(fraction float64) Option { return optionFunc(func(c *config) { c.Jitter = fraction }) }
 
 // WithRetryable sets which errors are worth another attempt. grpcmw passes
 // the configured retryableStatusCodes. Whatever it says, a

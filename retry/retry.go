@@ -42,12 +42,12 @@ func New(opts ...Option) (*Retry, error) {
 		cfg.rand = rand.Float64
 	}
 	r := &Retry{cfg: cfg}
-	r.rec = resilience.Attach(cfg.observer, resilience.Source{Kind: resilience.KindRetry, Name: cfg.name})
+	r.rec = resilience.Attach(cfg.observer, resilience.Source{Kind: resilience.KindRetry, Name: cfg.Name})
 	return r, nil
 }
 
 // MaxAttempts returns the most attempts a call gets, the first included.
-func (r *Retry) MaxAttempts() int { return r.cfg.maxAttempts }
+func (r *Retry) MaxAttempts() int { return r.cfg.MaxAttempts }
 
 // Apply runs next, retrying as configured. It is the [resilience.Policy]
 // form of [Retry.Execute].
@@ -191,7 +191,7 @@ func (r *Retry) next(ctx context.Context, attempt int, err error, sincePushback 
 	if c.throttle != nil {
 		c.throttle.failure()
 	}
-	if attempt >= c.maxAttempts {
+	if attempt >= c.MaxAttempts {
 		return resilience.ReasonMaxAttempts, 0
 	}
 	var wait time.Duration
@@ -227,18 +227,18 @@ func (r *Retry) next(ctx context.Context, attempt int, err error, sincePushback 
 // cap, so clients that failed together do not retry in step.
 func (r *Retry) backoff(n int) time.Duration {
 	c := &r.cfg
-	w := float64(c.initial)
+	w := float64(c.InitialBackoff)
 	for range n {
-		w *= c.multiplier
-		if w >= float64(c.max) {
-			w = float64(c.max)
+		w *= c.BackoffMultiplier
+		if w >= float64(c.MaxBackoff) {
+			w = float64(c.MaxBackoff)
 			break
 		}
 	}
-	if c.jitter > 0 {
-		w *= 1 + c.jitter*(2*c.rand()-1)
+	if c.Jitter > 0 {
+		w *= 1 + c.Jitter*(2*c.rand()-1)
 	}
-	return min(time.Duration(w), c.max)
+	return min(time.Duration(w), c.MaxBackoff)
 }
 
 // sleep waits d on the policy's clock; it returns false if ctx ended first.
@@ -264,3 +264,6 @@ func (r *Retry) done(ctx context.Context, attempts int, err error, reason resili
 		})
 	}
 }
+
+// Config returns the policy's settings.
+func (r *Retry) Config() Config { return r.cfg.Config }
