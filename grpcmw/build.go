@@ -9,67 +9,54 @@ import (
 	"github.com/meshless/meshless/retry"
 )
 
-// breakerOptions turns a resolved circuitBreaker section into options, and
-// checks them by building a breaker.
-func breakerOptions(cb *CircuitBreaker, name string) ([]circuitbreaker.Option, error) {
-	var errs []error
-	wt, err := circuitbreaker.ParseWindowType(*cb.SlidingWindowType)
-	errs = append(errs, err)
-	mode, err := circuitbreaker.ParseMode(*cb.Mode)
-	errs = append(errs, err)
-	opts := []circuitbreaker.Option{
-		circuitbreaker.WithName(name),
-		circuitbreaker.WithSlidingWindowType(wt),
-		circuitbreaker.WithSlidingWindowSize(*cb.SlidingWindowSize),
-		circuitbreaker.WithMinimumNumberOfCalls(*cb.MinimumNumberOfCalls),
-		circuitbreaker.WithFailureRateThreshold(*cb.FailureRateThreshold),
-		circuitbreaker.WithSlowCallDurationThreshold(cb.SlowCallDurationThreshold.D()),
-		circuitbreaker.WithSlowCallRateThreshold(*cb.SlowCallRateThreshold),
-		circuitbreaker.WithWaitDurationInOpenState(cb.WaitDurationInOpenState.D()),
-		circuitbreaker.WithMaxWaitDurationInOpenState(cb.MaxWaitDurationInOpenState.D()),
-		circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(*cb.PermittedNumberOfCallsInHalfOpenState),
-		circuitbreaker.WithMaxWaitDurationInHalfOpenState(cb.MaxWaitDurationInHalfOpenState.D()),
-		circuitbreaker.WithMode(mode),
+// breakerConfig maps a resolved circuitBreaker section onto the breaker's
+// Config, once, and checks it.
+func breakerConfig(cb *CircuitBreakerSection, name string) (circuitbreaker.Config, error) {
+	c := circuitbreaker.DefaultConfig()
+	wt, werr := circuitbreaker.ParseWindowType(*cb.SlidingWindowType)
+	mode, merr := circuitbreaker.ParseMode(*cb.Mode)
+	c.Name = name
+	c.SlidingWindowType = wt
+	c.SlidingWindowSize = *cb.SlidingWindowSize
+	c.MinimumNumberOfCalls = *cb.MinimumNumberOfCalls
+	c.FailureRateThreshold = *cb.FailureRateThreshold
+	c.SlowCallDurationThreshold = cb.SlowCallDurationThreshold.D()
+	c.SlowCallRateThreshold = *cb.SlowCallRateThreshold
+	c.WaitDurationInOpenState = cb.WaitDurationInOpenState.D()
+	c.MaxWaitDurationInOpenState = cb.MaxWaitDurationInOpenState.D()
+	c.PermittedNumberOfCallsInHalfOpenState = *cb.PermittedNumberOfCallsInHalfOpenState
+	c.MaxWaitDurationInHalfOpenState = cb.MaxWaitDurationInHalfOpenState.D()
+	c.Mode = mode
+	if err := errors.Join(werr, merr); err != nil {
+		return c, err
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if _, err := circuitbreaker.New(opts...); err != nil {
-		return nil, err
-	}
-	return opts, nil
+	return c, c.Validate()
 }
 
-// retryOptions turns a resolved retry section into options and checks them.
-func retryOptions(r *Retry) ([]retry.Option, error) {
-	opts := []retry.Option{
-		retry.WithMaxAttempts(*r.MaxAttempts),
-		retry.WithInitialBackoff(r.InitialBackoff.D()),
-		retry.WithMaxBackoff(r.MaxBackoff.D()),
-		retry.WithBackoffMultiplier(*r.BackoffMultiplier),
-		retry.WithJitter(*r.Jitter),
+// retryConfig maps a resolved retry section onto the policy's Config and
+// checks it, with its status codes.
+func retryConfig(r *RetrySection) (retry.Config, error) {
+	c := retry.Config{
+		MaxAttempts:       *r.MaxAttempts,
+		InitialBackoff:    r.InitialBackoff.D(),
+		MaxBackoff:        r.MaxBackoff.D(),
+		BackoffMultiplier: *r.BackoffMultiplier,
+		Jitter:            *r.Jitter,
 	}
-	var errs []error
-	if _, err := retry.New(opts...); err != nil {
-		errs = append(errs, err)
-	}
+	errs := []error{c.Validate()}
 	if len(r.RetryableStatusCodes) == 0 {
 		errs = append(errs, &PathError{Path: "retryableStatusCodes", Problem: "must name at least one code (turn retries off with enabled: false or maxAttempts: 1)"})
 	}
 	if r.RetryableStatusCodes.has(0) {
 		errs = append(errs, &PathError{Path: "retryableStatusCodes", Problem: "OK cannot be retried"})
 	}
-	return opts, errors.Join(errs...)
+	return c, errors.Join(errs...)
 }
 
-// bulkheadOptions turns a resolved bulkhead section into options and checks
-// them by building a bulkhead.
-func bulkheadOptions(b *Bulkhead, name string) ([]bulkhead.Option, error) {
-	opts := []bulkhead.Option{
-		bulkhead.WithName(name),
-		bulkhead.WithMaxConcurrentCalls(*b.MaxConcurrentCalls),
-		bulkhead.WithMaxWaitDuration(b.MaxWaitDuration.D()),
-	}
+// bulkheadConfig maps a resolved bulkhead section onto the bulkhead's
+// Config and checks it.
+func bulkheadConfig(b *BulkheadSection, name string) (bulkhead.Config, error) {
+	c := bulkhead.Config{Name: name, MaxConcurrentCalls: *b.MaxConcurrentCalls, MaxWaitDuration: b.MaxWaitDuration.D()}
 	var errs []error
 	if a := b.Adaptive; a != nil {
 		// The bulkhead package reads a zero limit as "the default"; in YAML a
@@ -82,45 +69,45 @@ func bulkheadOptions(b *Bulkhead, name string) ([]bulkhead.Option, error) {
 				errs = append(errs, &PathError{Path: f.key, Problem: "must be at least 1"})
 			}
 		}
-		opts = append(opts, bulkhead.WithAdaptive(bulkhead.Adaptive{
-			MinLimit: deref(a.MinLimit), MaxLimit: deref(a.MaxLimit), InitialLimit: deref(a.InitialLimit),
-		}))
+		c.Adaptive = true
+		c.AdaptiveLimits = bulkhead.Adaptive{MinLimit: deref(a.MinLimit), MaxLimit: deref(a.MaxLimit), InitialLimit: deref(a.InitialLimit)}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return c, err
 	}
-	if _, err := bulkhead.New(opts...); err != nil {
-		return nil, err
-	}
-	return opts, nil
+	return c, c.Validate()
 }
 
-// throttleSettings resolves retryThrottling: whether it is on, maxTokens
-// and tokenRatio.
-func throttleSettings(t *RetryThrottling) (on bool, maxTokens, ratio float64) {
-	on, maxTokens, ratio = true, 10, 0.1
+// throttleSettings is retryThrottling resolved: a comparable value.
+type throttleSettings struct {
+	on                    bool
+	maxTokens, tokenRatio float64
+}
+
+// resolveThrottle resolves retryThrottling against its defaults.
+func resolveThrottle(t *RetryThrottlingSection) throttleSettings {
+	s := throttleSettings{on: true, maxTokens: 10, tokenRatio: 0.1}
 	if t != nil {
 		if t.Enabled != nil && !*t.Enabled {
-			return false, 0, 0
+			return throttleSettings{}
 		}
 		if t.MaxTokens != nil {
-			maxTokens = *t.MaxTokens
+			s.maxTokens = *t.MaxTokens
 		}
 		if t.TokenRatio != nil {
-			ratio = *t.TokenRatio
+			s.tokenRatio = *t.TokenRatio
 		}
 	}
-	return on, maxTokens, ratio
+	return s
 }
 
 // throttleOf builds the client's retry throttle; nil when it is off.
-func throttleOf(t *RetryThrottling) (*retry.Throttle, bool, error) {
-	on, maxTokens, ratio := throttleSettings(t)
-	if !on {
-		return nil, false, nil
+func throttleOf(t *RetryThrottlingSection) (*retry.Throttle, error) {
+	s := resolveThrottle(t)
+	if !s.on {
+		return nil, nil
 	}
-	th, err := retry.NewThrottle(maxTokens, ratio)
-	return th, err == nil, err
+	return retry.NewThrottle(s.maxTokens, s.tokenRatio)
 }
 
 func deref(p *int) int {

@@ -28,7 +28,7 @@ type Chain struct {
 type state struct {
 	cfg         *Config
 	throttle    *retry.Throttle
-	throttleSig string
+	throttleSet throttleSettings
 	methods     atomic.Pointer[map[string]*method] // copy on write, under Chain.mu
 	// breakers and bulkheads by key ("pkg.Svc" or "pkg.Svc/Method"), under
 	// Chain.mu.
@@ -38,14 +38,14 @@ type state struct {
 
 type breakerEntry struct {
 	b    *circuitbreaker.Breaker
-	sig  string // the configuration it was built from
+	cfg  circuitbreaker.Config // the configuration it was built from
 	rej  rejectionCache
 	kept bool // carried over by Reload
 }
 
 type bulkheadEntry struct {
 	b   *bulkhead.Bulkhead
-	sig string
+	cfg bulkhead.Config
 	rej rejectionCache
 }
 
@@ -94,18 +94,18 @@ func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	th, _, err := throttleOf(cfg.RetryThrottling)
+	th, err := throttleOf(cfg.RetryThrottling)
 	if err != nil {
 		return nil, err
 	}
-	st := &state{cfg: cfg, throttle: th, throttleSig: fmt.Sprint(throttleSettings(cfg.RetryThrottling)),
+	st := &state{cfg: cfg, throttle: th, throttleSet: resolveThrottle(cfg.RetryThrottling),
 		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{}}
 	if old != nil {
-		if old.throttle != nil && th != nil && old.throttleSig == st.throttleSig {
+		if old.throttle != nil && th != nil && old.throttleSet == st.throttleSet {
 			st.throttle = old.throttle // unchanged settings: keep the tokens across reloads
 		}
 		for k, e := range old.breakers {
-			st.breakers[k] = &breakerEntry{b: e.b, sig: e.sig, kept: true}
+			st.breakers[k] = &breakerEntry{b: e.b, cfg: e.cfg, kept: true}
 		}
 		for k, e := range old.bulkheads {
 			st.bulkheads[k] = e
@@ -194,15 +194,16 @@ func (c *Chain) build(st *state, fullMethod string) *method {
 		for _, code := range r.RetryableStatusCodes {
 			m.retryable[code] = true
 		}
-		ropts, _ := retryOptions(r) // validated with the config
-		ropts = append(ropts,
-			retry.WithName(m.name),
+		rc, _ := retryConfig(r) // validated with the config
+		rc.Name = m.name
+		ropts := []retry.Option{
+			retry.WithConfig(rc),
 			retry.WithRetryable(m.isRetryable),
 			retry.WithClassifier(m.classes.outcome),
 			retry.WithPushback(pushbackOf),
 			retry.WithClock(o.clock),
 			retry.WithObserver(o.observer),
-		)
+		}
 		if st.throttle != nil {
 			ropts = append(ropts, retry.WithThrottle(st.throttle))
 		}
@@ -228,78 +229,42 @@ func (c *Chain) build(st *state, fullMethod string) *method {
 	return m
 }
 
-func (c *Chain) breaker(st *state, key string, cb *CircuitBreaker) *breakerEntry {
-	sig := fmt.Sprintf("%+v", signature(cb))
+func (c *Chain) breaker(st *state, key string, cb *CircuitBreakerSection) *breakerEntry {
+	cfg, _ := breakerConfig(cb, key) // validated with the config
 	if e, ok := st.breakers[key]; ok {
-		if e.sig == sig {
+		if e.cfg == cfg {
 			return e
 		}
-		if e.kept && sameWindow(e.sig, sig) {
+		if e.kept && e.cfg.SlidingWindowType == cfg.SlidingWindowType && e.cfg.SlidingWindowSize == cfg.SlidingWindowSize {
 			// Reloaded with new thresholds and the same window: keep the
 			// breaker's state and counts.
-			opts, _ := breakerOptions(cb, key)
-			if err := e.b.Reconfigure(opts...); err == nil {
-				e.sig = sig
+			if err := e.b.Reconfigure(circuitbreaker.WithConfig(cfg)); err == nil {
+				e.cfg = cfg
 				return e
 			}
 		}
 	}
-	opts, _ := breakerOptions(cb, key)
-	opts = append(opts, circuitbreaker.WithClock(c.opts.clock), circuitbreaker.WithObserver(c.opts.observer))
-	b, err := circuitbreaker.New(opts...)
+	b, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg), circuitbreaker.WithClock(c.opts.clock), circuitbreaker.WithObserver(c.opts.observer))
 	if err != nil {
 		return nil // cannot happen: the config was validated
 	}
-	e := &breakerEntry{b: b, sig: sig}
+	e := &breakerEntry{b: b, cfg: cfg}
 	st.breakers[key] = e
 	return e
 }
 
-func (c *Chain) bulkhead(st *state, key string, bh *Bulkhead) *bulkheadEntry {
-	sig := fmt.Sprintf("%v/%v/%+v", *bh.MaxConcurrentCalls, bh.MaxWaitDuration.D(), deref3(bh.Adaptive))
-	if e, ok := st.bulkheads[key]; ok && e.sig == sig {
+func (c *Chain) bulkhead(st *state, key string, bh *BulkheadSection) *bulkheadEntry {
+	cfg, _ := bulkheadConfig(bh, key) // validated with the config
+	if e, ok := st.bulkheads[key]; ok && e.cfg == cfg {
 		return e
 	}
-	opts, _ := bulkheadOptions(bh, key)
-	opts = append(opts, bulkhead.WithClock(c.opts.clock), bulkhead.WithObserver(c.opts.observer))
-	b, err := bulkhead.New(opts...)
+	b, err := bulkhead.New(bulkhead.WithConfig(cfg), bulkhead.WithClock(c.opts.clock), bulkhead.WithObserver(c.opts.observer))
 	if err != nil {
 		return nil
 	}
-	e := &bulkheadEntry{b: b, sig: sig}
+	e := &bulkheadEntry{b: b, cfg: cfg}
 	st.bulkheads[key] = e
 	return e
-}
-
-// signature is what identifies a breaker's configuration.
-type breakerSig struct {
-	Window                                string
-	Size, Min, Permits                    int
-	Failure, Slow                         float64
-	SlowAfter, Wait, MaxWait, MaxHalfOpen time.Duration
-	Mode                                  string
-}
-
-func signature(cb *CircuitBreaker) breakerSig {
-	return breakerSig{
-		Window: strings.ToUpper(*cb.SlidingWindowType), Size: *cb.SlidingWindowSize, Min: *cb.MinimumNumberOfCalls,
-		Permits: *cb.PermittedNumberOfCallsInHalfOpenState, Failure: *cb.FailureRateThreshold, Slow: *cb.SlowCallRateThreshold,
-		SlowAfter: cb.SlowCallDurationThreshold.D(), Wait: cb.WaitDurationInOpenState.D(), MaxWait: cb.MaxWaitDurationInOpenState.D(),
-		MaxHalfOpen: cb.MaxWaitDurationInHalfOpenState.D(), Mode: strings.ToUpper(*cb.Mode),
-	}
-}
-
-// sameWindow compares the window part of two signatures.
-func sameWindow(a, b string) bool {
-	w := func(s string) string { i := strings.Index(s, " Min:"); return s[:max(i, 0)] }
-	return w(a) == w(b)
-}
-
-func deref3(a *Adaptive) [3]int {
-	if a == nil {
-		return [3]int{}
-	}
-	return [3]int{deref(a.MinLimit), deref(a.MaxLimit), deref(a.InitialLimit)}
 }
 
 // isRetryable: a retryable code, and not a rejection a downstream meshless

@@ -15,12 +15,12 @@ import (
 // above (method → service → defaults → built-in defaults). Build one with
 // [ParseConfig] or [LoadConfig], or in Go; [New] validates it either way.
 type Config struct {
-	Defaults        Policies            `yaml:"defaults,omitempty"`
-	RetryThrottling *RetryThrottling    `yaml:"retryThrottling,omitempty"`
-	Services        map[string]*Service `yaml:"services,omitempty"`
+	Defaults        Policies                `yaml:"defaults,omitempty"`
+	RetryThrottling *RetryThrottlingSection `yaml:"retryThrottling,omitempty"`
+	Services        map[string]*Service     `yaml:"services,omitempty"`
 	// OutlierDetection is reserved: per-endpoint ejection arrives in a later
 	// release, and until then a configuration that sets it is refused.
-	OutlierDetection *OutlierDetection `yaml:"outlierDetection,omitempty"`
+	OutlierDetection *OutlierDetectionSection `yaml:"outlierDetection,omitempty"`
 }
 
 // Service configures one gRPC service, by its full name
@@ -33,15 +33,15 @@ type Service struct {
 
 // Policies is one level's settings for each policy.
 type Policies struct {
-	CircuitBreaker *CircuitBreaker `yaml:"circuitBreaker,omitempty"`
-	Retry          *Retry          `yaml:"retry,omitempty"`
-	Bulkhead       *Bulkhead       `yaml:"bulkhead,omitempty"`
-	Timeout        *Timeout        `yaml:"timeout,omitempty"`
+	CircuitBreaker *CircuitBreakerSection `yaml:"circuitBreaker,omitempty"`
+	Retry          *RetrySection          `yaml:"retry,omitempty"`
+	Bulkhead       *BulkheadSection       `yaml:"bulkhead,omitempty"`
+	Timeout        *TimeoutSection        `yaml:"timeout,omitempty"`
 }
 
 // CircuitBreaker is the circuitBreaker section; see docs/circuitbreaker.md
 // for each key.
-type CircuitBreaker struct {
+type CircuitBreakerSection struct {
 	Enabled                               *bool     `yaml:"enabled,omitempty"`
 	KeyBy                                 *string   `yaml:"keyBy,omitempty"`
 	SlidingWindowType                     *string   `yaml:"slidingWindowType,omitempty"`
@@ -60,7 +60,7 @@ type CircuitBreaker struct {
 }
 
 // Retry is the retry section; see docs/retry.md.
-type Retry struct {
+type RetrySection struct {
 	Enabled              *bool     `yaml:"enabled,omitempty"`
 	MaxAttempts          *int      `yaml:"maxAttempts,omitempty"`
 	InitialBackoff       *Duration `yaml:"initialBackoff,omitempty"`
@@ -71,41 +71,41 @@ type Retry struct {
 }
 
 // Bulkhead is the bulkhead section; see docs/bulkhead.md.
-type Bulkhead struct {
-	Enabled            *bool     `yaml:"enabled,omitempty"`
-	MaxConcurrentCalls *int      `yaml:"maxConcurrentCalls,omitempty"`
-	MaxWaitDuration    *Duration `yaml:"maxWaitDuration,omitempty"`
-	Adaptive           *Adaptive `yaml:"adaptive,omitempty"`
+type BulkheadSection struct {
+	Enabled            *bool            `yaml:"enabled,omitempty"`
+	MaxConcurrentCalls *int             `yaml:"maxConcurrentCalls,omitempty"`
+	MaxWaitDuration    *Duration        `yaml:"maxWaitDuration,omitempty"`
+	Adaptive           *AdaptiveSection `yaml:"adaptive,omitempty"`
 }
 
 // Adaptive replaces a bulkhead's fixed limit with an adaptive one.
-type Adaptive struct {
+type AdaptiveSection struct {
 	MinLimit     *int `yaml:"minLimit,omitempty"`
 	MaxLimit     *int `yaml:"maxLimit,omitempty"`
 	InitialLimit *int `yaml:"initialLimit,omitempty"`
 }
 
 // Timeout is the timeout section; see docs/timeout.md.
-type Timeout struct {
+type TimeoutSection struct {
 	Enabled    *bool     `yaml:"enabled,omitempty"`
 	PerAttempt *Duration `yaml:"perAttempt,omitempty"`
 	Overall    *Duration `yaml:"overall,omitempty"`
 }
 
 // RetryThrottling is gRPC's retry throttling, per client.
-type RetryThrottling struct {
+type RetryThrottlingSection struct {
 	Enabled    *bool    `yaml:"enabled,omitempty"`
 	MaxTokens  *float64 `yaml:"maxTokens,omitempty"`
 	TokenRatio *float64 `yaml:"tokenRatio,omitempty"`
 }
 
 // OutlierDetection is reserved for per-endpoint ejection (a later release).
-type OutlierDetection struct {
+type OutlierDetectionSection struct {
 	Set bool `yaml:"-"` // the section was present
 }
 
 // MarshalYAML writes an empty section, so a round trip keeps refusing it.
-func (o *OutlierDetection) MarshalYAML() (any, error) { return map[string]any{}, nil }
+func (o *OutlierDetectionSection) MarshalYAML() (any, error) { return map[string]any{}, nil }
 
 // Duration is a time.Duration written as a Go duration string ("100ms").
 type Duration time.Duration

@@ -228,9 +228,9 @@ services:
 
 func TestConfigBuiltInGo(t *testing.T) {
 	cfg := &grpcmw.Config{
-		Defaults: grpcmw.Policies{Retry: &grpcmw.Retry{MaxAttempts: grpcmw.Ptr(5), InitialBackoff: grpcmw.Dur(50 * time.Millisecond)}},
+		Defaults: grpcmw.Policies{Retry: &grpcmw.RetrySection{MaxAttempts: grpcmw.Ptr(5), InitialBackoff: grpcmw.Dur(50 * time.Millisecond)}},
 		Services: map[string]*grpcmw.Service{
-			"a.B": {Methods: map[string]*grpcmw.Policies{"Get": {Timeout: &grpcmw.Timeout{PerAttempt: grpcmw.Dur(-time.Second)}}}},
+			"a.B": {Methods: map[string]*grpcmw.Policies{"Get": {Timeout: &grpcmw.TimeoutSection{PerAttempt: grpcmw.Dur(-time.Second)}}}},
 		},
 	}
 	err := cfg.Validate()

@@ -65,7 +65,7 @@ func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 var (
 	durationType = reflect.TypeFor[Duration]()
 	codesType    = reflect.TypeFor[Codes]()
-	outlierType  = reflect.TypeFor[OutlierDetection]()
+	outlierType  = reflect.TypeFor[OutlierDetectionSection]()
 )
 
 // value decodes n into v, which is addressable.

@@ -32,7 +32,7 @@ func ExampleConfig_Marshal() {
 		Services: map[string]*grpcmw.Service{
 			"payment.PaymentService": {
 				Methods: map[string]*grpcmw.Policies{
-					"Charge": {Retry: &grpcmw.Retry{MaxAttempts: grpcmw.Ptr(1)}},
+					"Charge": {Retry: &grpcmw.RetrySection{MaxAttempts: grpcmw.Ptr(1)}},
 				},
 			},
 		},

@@ -15,7 +15,7 @@ import (
 // builtin holds the documented defaults of every key (CONFIG.md).
 func builtin() Policies {
 	return Policies{
-		CircuitBreaker: &CircuitBreaker{
+		CircuitBreaker: &CircuitBreakerSection{
 			Enabled:                               Ptr(true),
 			KeyBy:                                 Ptr(KeyByService),
 			SlidingWindowType:                     Ptr("COUNT_BASED"),
@@ -32,7 +32,7 @@ func builtin() Policies {
 			IgnoredStatusCodes:                    Codes{codes.Canceled},
 			Mode:                                  Ptr("NORMAL"),
 		},
-		Retry: &Retry{
+		Retry: &RetrySection{
 			Enabled:              Ptr(true),
 			MaxAttempts:          Ptr(3),
 			InitialBackoff:       Dur(100 * time.Millisecond),
@@ -41,12 +41,12 @@ func builtin() Policies {
 			Jitter:               Ptr(0.2),
 			RetryableStatusCodes: Codes{codes.Unavailable},
 		},
-		Bulkhead: &Bulkhead{
+		Bulkhead: &BulkheadSection{
 			Enabled:            Ptr(true),
 			MaxConcurrentCalls: Ptr(100),
 			MaxWaitDuration:    Dur(0),
 		},
-		Timeout: &Timeout{
+		Timeout: &TimeoutSection{
 			Enabled:    Ptr(true),
 			PerAttempt: Dur(time.Second),
 			Overall:    Dur(3 * time.Second),
@@ -161,7 +161,7 @@ func (c *Config) validate() error {
 		add("outlierDetection", "per-endpoint outlier ejection is not available in this release; remove the section")
 	}
 	if t := c.RetryThrottling; t != nil {
-		if _, _, err := throttleOf(t); err != nil {
+		if _, err := throttleOf(t); err != nil {
 			var oe *resilience.OptionError
 			for _, e := range unjoin(err) {
 				if errors.As(e, &oe) {
@@ -245,7 +245,8 @@ func setKeys(section any) []string {
 	return out
 }
 
-// checkLevel resolves levels and checks the result by building each policy,
+// checkLevel resolves levels and checks the result through each policy's
+// Config.Validate,
 // reporting each problem at the level that set the key.
 func checkLevel(levels []level, here string, add func(path, problem string)) {
 	eff := resolve(levels...)
@@ -267,16 +268,16 @@ func checkLevel(levels []level, here string, add func(path, problem string)) {
 			}
 		}
 	}
-	if _, err := breakerOptions(eff.CircuitBreaker, ""); err != nil {
+	if _, err := breakerConfig(eff.CircuitBreaker, ""); err != nil {
 		report("circuitBreaker", err)
 	}
 	if err := checkBreakerCodes(eff.CircuitBreaker); err != nil {
 		report("circuitBreaker", err)
 	}
-	if _, err := retryOptions(eff.Retry); err != nil {
+	if _, err := retryConfig(eff.Retry); err != nil {
 		report("retry", err)
 	}
-	if _, err := bulkheadOptions(eff.Bulkhead, ""); err != nil {
+	if _, err := bulkheadConfig(eff.Bulkhead, ""); err != nil {
 		report("bulkhead", err)
 	}
 	if err := checkTimeouts(eff.Timeout); err != nil {
@@ -284,7 +285,7 @@ func checkLevel(levels []level, here string, add func(path, problem string)) {
 	}
 }
 
-func checkBreakerCodes(cb *CircuitBreaker) error {
+func checkBreakerCodes(cb *CircuitBreakerSection) error {
 	var errs []error
 	for _, c := range cb.FailureStatusCodes {
 		if c == codes.OK {
@@ -300,7 +301,7 @@ func checkBreakerCodes(cb *CircuitBreaker) error {
 	return errors.Join(errs...)
 }
 
-func checkTimeouts(t *Timeout) error {
+func checkTimeouts(t *TimeoutSection) error {
 	var errs []error
 	if t.PerAttempt.D() < 0 {
 		errs = append(errs, &PathError{Path: "perAttempt", Problem: "must not be negative (0 means none), got " + t.PerAttempt.D().String()})

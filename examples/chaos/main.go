@@ -73,7 +73,7 @@ func (c *config) setTimeout(d time.Duration) error {
 	c.Timeout = d
 	t := c.Client.Defaults.Timeout
 	if t == nil {
-		t = new(grpcmw.Timeout)
+		t = new(grpcmw.TimeoutSection)
 		c.Client.Defaults.Timeout = t
 	}
 	t.PerAttempt, t.Overall = grpcmw.Dur(d), grpcmw.Dur(2*d)
