@@ -2,7 +2,6 @@ package grpcmw
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +28,7 @@ type state struct {
 	cfg         *Config
 	throttle    *retry.Throttle
 	throttleSet throttleSettings
-	methods     atomic.Pointer[map[string]*method] // copy on write, under Chain.mu
+	methods     *methodTable
 	// breakers and bulkheads by key ("pkg.Svc" or "pkg.Svc/Method"), under
 	// Chain.mu.
 	breakers  map[string]*breakerEntry
@@ -111,54 +110,12 @@ func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
 			st.bulkheads[k] = e
 		}
 	}
-	empty := map[string]*method{}
-	st.methods.Store(&empty)
+	st.methods = newMethodTable()
 	return st, nil
 }
 
-// lookup returns the policy set of fullMethod ("/pkg.Svc/Method"). After a
-// method's first call it takes no lock and allocates nothing.
-func (c *Chain) lookup(fullMethod string) *method {
-	st := c.state.Load()
-	if m, ok := (*st.methods.Load())[fullMethod]; ok {
-		return m
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st = c.state.Load()
-	ms := *st.methods.Load()
-	if m, ok := ms[fullMethod]; ok {
-		return m
-	}
-	if len(ms) >= c.opts.maxMethods {
-		return nil // past the bound: the call runs without policies
-	}
-	m := c.build(st, fullMethod)
-	next := make(map[string]*method, len(ms)+1)
-	for k, v := range ms {
-		next[k] = v
-	}
-	next[fullMethod] = m
-	st.methods.Store(&next)
-	return m
-}
-
-// splitMethod splits "/pkg.Svc/Method".
-func splitMethod(full string) (svc, name string, ok bool) {
-	rest, found := strings.CutPrefix(full, "/")
-	if !found {
-		return "", "", false
-	}
-	svc, name, ok = strings.Cut(rest, "/")
-	return svc, name, ok && svc != "" && name != "" && !strings.Contains(name, "/")
-}
-
 // build resolves one method's policies. Called with c.mu held.
-func (c *Chain) build(st *state, fullMethod string) *method {
-	svc, name, ok := splitMethod(fullMethod)
-	if !ok {
-		return nil
-	}
+func (c *Chain) build(st *state, svc, name string) *method {
 	var sp, mp *Policies
 	spath, mpath := join("services", svc), ""
 	if s := st.cfg.Services[svc]; s != nil {
