@@ -152,6 +152,14 @@ func newHarness(t *testing.T, n int, cfg outlier.Config, o harnessOpts) *harness
 	t.Cleanup(func() { _ = cc.Close() })
 	h.cc, h.client = cc, testgrpc.NewTestServiceClient(cc)
 	h.waitServing(h.backends[:o.initial]...)
+	// One interval passes, so that the warm-up calls leave the balancer's
+	// counters and each test starts a clean interval.
+	interval := cfg.Interval
+	if interval == 0 {
+		interval = 10 * time.Second
+	}
+	h.clk.Advance(interval)
+	h.wantEjected()
 	return h
 }
 
@@ -233,7 +241,7 @@ func (h *harness) wantEjected(want ...*backend) {
 	}
 	slices.Sort(addrs)
 	if got := h.mon.Ejected(); !slices.Equal(got, addrs) && !(len(got) == 0 && len(addrs) == 0) {
-		h.t.Fatalf("ejected %v, want %v (events %v)", got, addrs, h.events.list())
+		h.t.Fatalf("ejected %v, want %v (events %v, calls per backend since the last reset %v)", got, addrs, h.events.list(), h.counts())
 	}
 }
 
