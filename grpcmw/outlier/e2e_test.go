@@ -59,10 +59,13 @@ func TestUnavailableEjectedAndReturns(t *testing.T) {
 	h.wantEjected()
 }
 
-// NOT_FOUND is a healthy backend saying no: never ejected, by any detector.
+// NOT_FOUND is a healthy backend saying no, and a meshless BULKHEAD_FULL a
+// busy one: never ejected, by any detector, even with RESOURCE_EXHAUSTED
+// among the failure codes.
 func TestNotFoundNeverEjected(t *testing.T) {
 	cfg := outlier.Config{
 		Interval:            time.Second,
+		FailureStatusCodes:  []codes.Code{codes.Unavailable, codes.ResourceExhausted},
 		ConsecutiveFailures: outlier.ConsecutiveFailures{Threshold: 2},
 		FailurePercentage:   outlier.FailurePercentage{Threshold: 10, MinimumHosts: 2, RequestVolume: 5},
 		SuccessRate:         outlier.SuccessRate{StdevFactor: 0.1, MinimumHosts: 2, RequestVolume: 5},
@@ -70,13 +73,46 @@ func TestNotFoundNeverEjected(t *testing.T) {
 	}
 	h := newHarness(t, 4, cfg, harnessOpts{})
 	h.backends[2].code.Store(int32(codes.NotFound))
+	h.backends[3].busy.Store(true)
 	for range 3 {
 		h.call(80)
 		h.clk.Advance(time.Second)
 	}
 	h.wantEjected()
-	if got := h.backends[2].calls.Load(); got < 50 {
-		t.Fatalf("NOT_FOUND backend got %d calls, want its share (60)", got)
+	if got := h.counts(); got[2] < 50 || got[3] < 50 {
+		t.Fatalf("calls per backend %v, want their share (60) for the NOT_FOUND (#2) and BULKHEAD_FULL (#3) backends", got)
+	}
+}
+
+// A new config from the resolver keeps every endpoint's state, and the new
+// interval replaces the old one.
+func TestConfigChangeKeepsState(t *testing.T) {
+	cfg := only(func(c *outlier.Config) { c.ConsecutiveFailures.Disabled = false })
+	h := newHarness(t, 4, cfg, harnessOpts{})
+	bad := h.backends[0]
+	bad.code.Store(int32(codes.Unavailable))
+	h.poll("the bad backend is ejected", 4, func() bool { return h.mon.IsEjected(bad.addr) })
+
+	cfg.Interval = 2 * time.Second
+	cfg.Monitor = h.mon.Name()
+	js, err := outlier.ServiceConfigJSON(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := h.state(h.backends...)
+	st.ServiceConfig = h.r.CC().ParseServiceConfig(js)
+	if st.ServiceConfig.Err != nil {
+		t.Fatal(st.ServiceConfig.Err)
+	}
+	h.r.UpdateState(st)
+	h.call(8) // the update has reached the balancer once calls flow again
+	h.wantEjected(bad)
+	h.clk.Advance(9 * time.Second) // ticks every 2 s now; the ejection (10 s) is not over
+	h.wantEjected(bad)
+	h.clk.Advance(time.Second)
+	h.wantEjected()
+	if n := len(h.events.list()); n != 2 {
+		t.Fatalf("events %v, want one ejection and one return", h.events.list())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -40,6 +41,7 @@ type backend struct {
 	code      atomic.Int32 // the code to answer with (OK: success)
 	failEvery atomic.Int64 // > 0: answer code only on every failEvery-th call
 	delay     atomic.Int64 // nanoseconds to take per call
+	busy      atomic.Bool  // answer as a full meshless bulkhead
 	n         atomic.Int64
 }
 
@@ -54,6 +56,14 @@ func (b *backend) EmptyCall(ctx context.Context, _ *testgrpc.Empty) (*testgrpc.E
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+	if b.busy.Load() {
+		st, err := status.New(codes.ResourceExhausted, "bulkhead full").WithDetails(
+			&errdetails.ErrorInfo{Reason: "BULKHEAD_FULL", Domain: "meshless.dev"})
+		if err != nil {
+			return nil, err
+		}
+		return nil, st.Err()
 	}
 	c := codes.Code(b.code.Load())
 	if every := b.failEvery.Load(); c == codes.OK || (every > 0 && n%every != 0) {
