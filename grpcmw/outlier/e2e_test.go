@@ -314,3 +314,45 @@ func TestHealthCheck(t *testing.T) {
 	b.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	h.poll("the SERVING backend gets calls again", 4, func() bool { return b.calls.Load() > 0 })
 }
+
+// When the resolver drops the endpoints that serve, leaving only ejected
+// ones, enough of them return at once that the cap holds and one serves.
+func TestShrinkKeepsOneServing(t *testing.T) {
+	h := newHarness(t, 4, only(func(c *outlier.Config) { c.ConsecutiveFailures.Disabled = false }), harnessOpts{})
+	for _, b := range h.backends {
+		b.code.Store(int32(codes.Unavailable))
+	}
+	h.poll("two backends are ejected", 4, func() bool { return len(h.mon.Ejected()) == 2 })
+	var ejected []*backend
+	for _, b := range h.backends {
+		if h.mon.IsEjected(b.addr) {
+			ejected = append(ejected, b)
+		}
+	}
+	for _, b := range h.backends {
+		b.code.Store(int32(codes.OK))
+	}
+
+	// Two endpoints, both ejected: the cap (50 % of 2) leaves one ejected.
+	h.r.UpdateState(h.state(ejected...))
+	h.poll("one of the two endpoints returns (cap: 50 % of 2)", 0, func() bool { return len(h.mon.Ejected()) == 1 })
+	h.reset()
+	if failed := h.call(10); failed != 0 {
+		t.Fatalf("%d of 10 calls failed", failed)
+	}
+	if got := ejected[0].calls.Load() + ejected[1].calls.Load(); got != 10 {
+		t.Fatalf("calls per backend %v, want all 10 to the endpoint that returned", h.counts())
+	}
+
+	// One endpoint: it always serves.
+	last := ejected[0]
+	if !h.mon.IsEjected(last.addr) {
+		last = ejected[1]
+	}
+	h.r.UpdateState(h.state(last))
+	h.poll("the only endpoint returns", 0, func() bool { return len(h.mon.Ejected()) == 0 })
+	h.reset()
+	if failed := h.call(10); failed != 0 || last.calls.Load() != 10 {
+		t.Fatalf("%d calls failed, calls per backend %v: want the only endpoint to serve all 10", failed, h.counts())
+	}
+}
