@@ -1,10 +1,13 @@
 package outlier_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/meshless/meshless/grpcmw/outlier"
@@ -354,5 +357,56 @@ func TestShrinkKeepsOneServing(t *testing.T) {
 	h.reset()
 	if failed := h.call(10); failed != 0 || last.calls.Load() != 10 {
 		t.Fatalf("%d calls failed, calls per backend %v: want the only endpoint to serve all 10", failed, h.counts())
+	}
+}
+
+// A health change heard while an endpoint is ejected is what the child sees
+// when the endpoint returns: NOT_SERVING keeps it out after its ejection.
+func TestHealthWhileEjected(t *testing.T) {
+	overall := ""
+	h := newHarness(t, 4, only(func(c *outlier.Config) { c.ConsecutiveFailures.Disabled = false }),
+		harnessOpts{healthCheck: &overall})
+	b := h.backends[2]
+	b.code.Store(int32(codes.Unavailable))
+	h.poll("the backend is ejected", 4, func() bool { return h.mon.IsEjected(b.addr) })
+	b.code.Store(int32(codes.OK))
+	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	// A watcher of our own sees NOT_SERVING when the client's health check
+	// does (give or take the client's own processing): the change is then
+	// heard while the endpoint is still ejected.
+	watchUntil(t, b.addr, healthpb.HealthCheckResponse_NOT_SERVING)
+	h.clk.Advance(10 * time.Second) // the ejection is over
+	h.wantEjected()
+	h.poll("the returned but NOT_SERVING backend gets no calls", 0, func() bool {
+		h.reset()
+		h.call(12)
+		return b.calls.Load() == 0
+	})
+	b.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	h.poll("the SERVING backend gets calls again", 4, func() bool { return b.calls.Load() > 0 })
+}
+
+// watchUntil watches addr's overall health until it reports want.
+func watchUntil(t *testing.T, addr string, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	stream, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("watching %s until %v: %v", addr, want, err)
+		}
+		if resp.GetStatus() == want {
+			return
+		}
 	}
 }
