@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/balancer"
-	_ "google.golang.org/grpc/balancer/leastrequest"       // registers least_request_experimental
+	_ "google.golang.org/grpc/balancer/leastrequest" // registers least_request_experimental
 	"google.golang.org/grpc/codes"
 
 	"github.com/meshless/meshless/grpcmw/outlier"
