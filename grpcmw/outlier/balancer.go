@@ -12,7 +12,6 @@ import (
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/pickfirst"
-	"google.golang.org/grpc/connectivity"
 	_ "google.golang.org/grpc/health" // client-side health checking, turned on by healthCheckConfig
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
@@ -154,9 +153,17 @@ func (b *outlierBalancer) UpdateClientConnState(s balancer.ClientConnState) erro
 		return fmt.Errorf("%s: unexpected balancer config %T", Name, s.BalancerConfig)
 	}
 	b.childMu.Lock()
-	defer b.childMu.Unlock()
+	monitor, notes, err := b.update(lc, s.ResolverState)
+	b.childMu.Unlock()
+	notify(monitor, notes)
+	return err
+}
+
+// update applies a new config and resolver state. Called with b.childMu
+// held; it returns what to tell the monitor once that is released.
+func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) (*Monitor, []note, error) {
 	if b.closed {
-		return nil
+		return nil, nil, nil
 	}
 	cfg := lc.cfg
 	var notes []note
@@ -173,7 +180,7 @@ func (b *outlierBalancer) UpdateClientConnState(s balancer.ClientConnState) erro
 		st.slow = cfg.SlowCalls.DurationThreshold
 	}
 	b.settings.Store(st)
-	addrs := addrsOf(s.ResolverState)
+	addrs := addrsOf(rs)
 	for a, e := range b.endpoints {
 		if _, found := slices.BinarySearch(addrs, a); !found {
 			delete(b.endpoints, a)
@@ -187,9 +194,28 @@ func (b *outlierBalancer) UpdateClientConnState(s balancer.ClientConnState) erro
 			b.endpoints[a] = b.newEndpoint(a)
 		}
 	}
+	// Fewer endpoints, or a lower cap, may leave too many ejected: the
+	// ones due back soonest return now, so that the cap holds and one
+	// endpoint always serves.
+	var returned []*subConn
+	var ejected []*endpoint
+	for _, e := range b.sortedEndpoints() {
+		if e.ejected.Load() {
+			ejected = append(ejected, e)
+		}
+	}
+	slices.SortStableFunc(ejected, func(x, y *endpoint) int { return x.until.Compare(y.until) })
+	for over := len(ejected) - maxEjected(len(b.endpoints), cfg.MaxEjectionPercent); over > 0; over-- {
+		e := ejected[0]
+		ejected = ejected[1:]
+		returned = append(returned, b.unject(e)...)
+		notes = append(notes, note{addr: e.addr})
+	}
 	monitor, clock := b.monitor, b.clock
 	b.mu.Unlock()
-	defer notify(monitor, notes)
+	for _, sc := range returned {
+		sc.setEjected(false)
+	}
 
 	if b.timer == nil || b.interval != cfg.Interval {
 		if b.timer != nil {
@@ -208,13 +234,13 @@ func (b *outlierBalancer) UpdateClientConnState(s balancer.ClientConnState) erro
 	}
 	childCfg, err := childConfig(balancer.Get(cfg.ChildPolicy))
 	if err != nil {
-		return err
+		return monitor, notes, err
 	}
-	return b.child.UpdateClientConnState(balancer.ClientConnState{
+	return monitor, notes, b.child.UpdateClientConnState(balancer.ClientConnState{
 		// Petiole policies (round_robin) set this for their pick_first
-		// children; set here too so that pick_first as the child also
-		// registers the health listener through which ejection acts.
-		ResolverState:  pickfirst.EnableHealthListener(s.ResolverState),
+		// leaves; set here too for any child that builds on pick_first, so
+		// that it registers the health listener through which ejection acts.
+		ResolverState:  pickfirst.EnableHealthListener(rs),
 		BalancerConfig: childCfg,
 	})
 }
@@ -242,7 +268,6 @@ func (b *outlierBalancer) Close() {
 	b.closeOnce.Do(func() { close(b.done) })
 	<-b.exited
 	b.childMu.Lock()
-	defer b.childMu.Unlock()
 	b.closed = true
 	if b.timer != nil {
 		b.timer.Stop()
@@ -261,6 +286,7 @@ func (b *outlierBalancer) Close() {
 	monitor := b.monitor
 	b.endpoints = nil
 	b.mu.Unlock()
+	b.childMu.Unlock()
 	notify(monitor, notes)
 }
 
@@ -317,6 +343,14 @@ func (b *outlierBalancer) eject(e *endpoint, now time.Time) []*subConn {
 	e.ejected.Store(true)
 	e.multiplier++
 	e.until = now.Add(ejectionTime(b.cfg.BaseEjectionTime, b.cfg.MaxEjectionTime, e.multiplier))
+	e.consecutive.Store(0)
+	return slices.Collect(mapKeys(e.subConns))
+}
+
+// unject marks e back in service and returns its SubConns. Called with b.mu
+// held.
+func (b *outlierBalancer) unject(e *endpoint) []*subConn {
+	e.ejected.Store(false)
 	e.consecutive.Store(0)
 	return slices.Collect(mapKeys(e.subConns))
 }
@@ -404,9 +438,7 @@ func (b *outlierBalancer) tick(gen uint64) {
 				e.multiplier--
 			}
 		case !now.Before(e.until):
-			e.ejected.Store(false)
-			e.consecutive.Store(0)
-			returnSCs = append(returnSCs, slices.Collect(mapKeys(e.subConns))...)
+			returnSCs = append(returnSCs, b.unject(e)...)
 			notes = append(notes, note{addr: e.addr})
 		}
 	}
@@ -430,130 +462,4 @@ func (b *outlierBalancer) startTimer(clock resilience.Clock) {
 	b.timerGen++
 	gen := b.timerGen
 	b.timer = clock.AfterFunc(b.interval, func() { b.tick(gen) })
-}
-
-// ccWrapper is the ClientConn the child sees: it wraps SubConns and
-// pickers.
-type ccWrapper struct {
-	balancer.ClientConn
-	b *outlierBalancer
-}
-
-func (w *ccWrapper) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
-	sc := &subConn{b: w.b, listener: opts.StateListener}
-	opts.StateListener = sc.updateState
-	inner, err := w.ClientConn.NewSubConn(addrs, opts)
-	if err != nil {
-		return nil, err
-	}
-	sc.SubConn = inner
-	if len(addrs) > 0 {
-		w.b.mu.Lock()
-		if e := w.b.endpoints[addrs[0].Addr]; e != nil {
-			sc.ep = e
-			sc.ejected = e.ejected.Load()
-			e.subConns[sc] = struct{}{}
-		}
-		w.b.mu.Unlock()
-	}
-	return sc, nil
-}
-
-func (w *ccWrapper) RemoveSubConn(sc balancer.SubConn) {
-	w.ClientConn.RemoveSubConn(unwrap(sc))
-}
-
-func (w *ccWrapper) UpdateAddresses(sc balancer.SubConn, addrs []resolver.Address) {
-	w.ClientConn.UpdateAddresses(unwrap(sc), addrs)
-}
-
-func (w *ccWrapper) UpdateState(s balancer.State) {
-	if s.Picker != nil {
-		s.Picker = &picker{child: s.Picker, b: w.b}
-	}
-	w.ClientConn.UpdateState(s)
-}
-
-func unwrap(sc balancer.SubConn) balancer.SubConn {
-	if w, ok := sc.(*subConn); ok {
-		return w.SubConn
-	}
-	return sc
-}
-
-// subConn wraps a SubConn to know its endpoint and to hide it from the child
-// while ejected: the child's health listener then hears TRANSIENT_FAILURE,
-// as in gRPC's own outlier detection (gRFC A50). Its fields are under
-// b.childMu, except ep, set once.
-type subConn struct {
-	balancer.SubConn
-	b        *outlierBalancer
-	ep       *endpoint
-	listener func(balancer.SubConnState) // the child's
-
-	ejected        bool
-	state          connectivity.State
-	health         balancer.SubConnState
-	healthSet      bool
-	healthListener func(balancer.SubConnState)
-	healthGen      uint64
-}
-
-// updateState receives the SubConn's connectivity from gRPC.
-func (sc *subConn) updateState(s balancer.SubConnState) {
-	sc.b.childMu.Lock()
-	defer sc.b.childMu.Unlock()
-	sc.state = s.ConnectivityState
-	if s.ConnectivityState != connectivity.Ready {
-		// gRPC drops health listeners when a SubConn leaves READY.
-		sc.healthListener, sc.healthSet = nil, false
-		sc.healthGen++
-	}
-	if s.ConnectivityState == connectivity.Shutdown && sc.ep != nil {
-		sc.b.mu.Lock()
-		delete(sc.ep.subConns, sc)
-		sc.b.mu.Unlock()
-	}
-	if !sc.b.closed && sc.listener != nil {
-		sc.listener(s)
-	}
-}
-
-// RegisterHealthListener is called by the child, under b.childMu.
-func (sc *subConn) RegisterHealthListener(l func(balancer.SubConnState)) {
-	sc.healthGen++
-	gen := sc.healthGen
-	sc.healthListener, sc.healthSet = l, false
-	if l == nil {
-		sc.SubConn.RegisterHealthListener(nil)
-		return
-	}
-	sc.SubConn.RegisterHealthListener(func(s balancer.SubConnState) {
-		sc.b.childMu.Lock()
-		defer sc.b.childMu.Unlock()
-		if sc.b.closed || sc.healthGen != gen {
-			return
-		}
-		sc.health, sc.healthSet = s, true
-		if !sc.ejected {
-			l(s)
-		}
-	})
-}
-
-// setEjected hides or shows the SubConn to the child. Called with
-// b.childMu held.
-func (sc *subConn) setEjected(ejected bool) {
-	if sc.ejected == ejected {
-		return
-	}
-	sc.ejected = ejected
-	if sc.healthListener == nil || sc.state != connectivity.Ready {
-		return
-	}
-	if ejected {
-		sc.healthListener(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errEjected})
-	} else if sc.healthSet {
-		sc.healthListener(sc.health)
-	}
 }

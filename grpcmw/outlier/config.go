@@ -59,6 +59,7 @@ type Config struct {
 // ConsecutiveFailures ejects an endpoint as soon as this many of its calls in
 // a row have failed.
 type ConsecutiveFailures struct {
+	// Disabled switches the detector off (enabled: false in YAML and JSON).
 	Disabled bool
 	// Threshold is the number of failures in a row. Default 5.
 	Threshold int
@@ -67,6 +68,7 @@ type ConsecutiveFailures struct {
 // FailurePercentage ejects, at each interval, every endpoint whose share of
 // failed calls reached Threshold.
 type FailurePercentage struct {
+	// Disabled switches the detector off.
 	Disabled bool
 	// Threshold in percent, in [0, 100]; an endpoint is ejected when its
 	// failure percentage is >= Threshold. Default 85.
@@ -82,6 +84,7 @@ type FailurePercentage struct {
 // SuccessRate ejects, at each interval, every endpoint whose success rate is
 // below mean - StdevFactor × stdev of the endpoints' success rates.
 type SuccessRate struct {
+	// Disabled switches the detector off.
 	Disabled bool
 	// StdevFactor multiplies the standard deviation. Default 1.9.
 	StdevFactor float64
@@ -94,6 +97,7 @@ type SuccessRate struct {
 // SlowCalls ejects, at each interval, every endpoint whose share of calls
 // slower than DurationThreshold reached RateThreshold.
 type SlowCalls struct {
+	// Disabled switches the detector off.
 	Disabled bool
 	// DurationThreshold: a call that took longer (from pick to done) is
 	// slow. Default 500ms.

@@ -1,10 +1,13 @@
 package outlier_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/meshless/meshless/grpcmw/outlier"
@@ -59,10 +62,13 @@ func TestUnavailableEjectedAndReturns(t *testing.T) {
 	h.wantEjected()
 }
 
-// NOT_FOUND is a healthy backend saying no: never ejected, by any detector.
+// NOT_FOUND is a healthy backend saying no, and a meshless BULKHEAD_FULL a
+// busy one: never ejected, by any detector, even with RESOURCE_EXHAUSTED
+// among the failure codes.
 func TestNotFoundNeverEjected(t *testing.T) {
 	cfg := outlier.Config{
 		Interval:            time.Second,
+		FailureStatusCodes:  []codes.Code{codes.Unavailable, codes.ResourceExhausted},
 		ConsecutiveFailures: outlier.ConsecutiveFailures{Threshold: 2},
 		FailurePercentage:   outlier.FailurePercentage{Threshold: 10, MinimumHosts: 2, RequestVolume: 5},
 		SuccessRate:         outlier.SuccessRate{StdevFactor: 0.1, MinimumHosts: 2, RequestVolume: 5},
@@ -70,13 +76,46 @@ func TestNotFoundNeverEjected(t *testing.T) {
 	}
 	h := newHarness(t, 4, cfg, harnessOpts{})
 	h.backends[2].code.Store(int32(codes.NotFound))
+	h.backends[3].busy.Store(true)
 	for range 3 {
 		h.call(80)
 		h.clk.Advance(time.Second)
 	}
 	h.wantEjected()
-	if got := h.backends[2].calls.Load(); got < 50 {
-		t.Fatalf("NOT_FOUND backend got %d calls, want its share (60)", got)
+	if got := h.counts(); got[2] < 50 || got[3] < 50 {
+		t.Fatalf("calls per backend %v, want their share (60) for the NOT_FOUND (#2) and BULKHEAD_FULL (#3) backends", got)
+	}
+}
+
+// A new config from the resolver keeps every endpoint's state, and the new
+// interval replaces the old one.
+func TestConfigChangeKeepsState(t *testing.T) {
+	cfg := only(func(c *outlier.Config) { c.ConsecutiveFailures.Disabled = false })
+	h := newHarness(t, 4, cfg, harnessOpts{})
+	bad := h.backends[0]
+	bad.code.Store(int32(codes.Unavailable))
+	h.poll("the bad backend is ejected", 4, func() bool { return h.mon.IsEjected(bad.addr) })
+
+	cfg.Interval = 2 * time.Second
+	cfg.Monitor = h.mon.Name()
+	js, err := outlier.ServiceConfigJSON(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := h.state(h.backends...)
+	st.ServiceConfig = h.r.CC().ParseServiceConfig(js)
+	if st.ServiceConfig.Err != nil {
+		t.Fatal(st.ServiceConfig.Err)
+	}
+	h.r.UpdateState(st)
+	h.call(8) // the update has reached the balancer once calls flow again
+	h.wantEjected(bad)
+	h.clk.Advance(9 * time.Second) // ticks every 2 s now; the ejection (10 s) is not over
+	h.wantEjected(bad)
+	h.clk.Advance(time.Second)
+	h.wantEjected()
+	if n := len(h.events.list()); n != 2 {
+		t.Fatalf("events %v, want one ejection and one return", h.events.list())
 	}
 }
 
@@ -277,4 +316,97 @@ func TestHealthCheck(t *testing.T) {
 	}
 	b.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	h.poll("the SERVING backend gets calls again", 4, func() bool { return b.calls.Load() > 0 })
+}
+
+// When the resolver drops the endpoints that serve, leaving only ejected
+// ones, enough of them return at once that the cap holds and one serves.
+func TestShrinkKeepsOneServing(t *testing.T) {
+	h := newHarness(t, 4, only(func(c *outlier.Config) { c.ConsecutiveFailures.Disabled = false }), harnessOpts{})
+	for _, b := range h.backends {
+		b.code.Store(int32(codes.Unavailable))
+	}
+	h.poll("two backends are ejected", 4, func() bool { return len(h.mon.Ejected()) == 2 })
+	var ejected []*backend
+	for _, b := range h.backends {
+		if h.mon.IsEjected(b.addr) {
+			ejected = append(ejected, b)
+		}
+	}
+	for _, b := range h.backends {
+		b.code.Store(int32(codes.OK))
+	}
+
+	// Two endpoints, both ejected: the cap (50 % of 2) leaves one ejected.
+	h.r.UpdateState(h.state(ejected...))
+	h.poll("one of the two endpoints returns (cap: 50 % of 2)", 0, func() bool { return len(h.mon.Ejected()) == 1 })
+	h.reset()
+	if failed := h.call(10); failed != 0 {
+		t.Fatalf("%d of 10 calls failed", failed)
+	}
+	if got := ejected[0].calls.Load() + ejected[1].calls.Load(); got != 10 {
+		t.Fatalf("calls per backend %v, want all 10 to the endpoint that returned", h.counts())
+	}
+
+	// One endpoint: it always serves.
+	last := ejected[0]
+	if !h.mon.IsEjected(last.addr) {
+		last = ejected[1]
+	}
+	h.r.UpdateState(h.state(last))
+	h.poll("the only endpoint returns", 0, func() bool { return len(h.mon.Ejected()) == 0 })
+	h.reset()
+	if failed := h.call(10); failed != 0 || last.calls.Load() != 10 {
+		t.Fatalf("%d calls failed, calls per backend %v: want the only endpoint to serve all 10", failed, h.counts())
+	}
+}
+
+// A health change heard while an endpoint is ejected is what the child sees
+// when the endpoint returns: NOT_SERVING keeps it out after its ejection.
+func TestHealthWhileEjected(t *testing.T) {
+	overall := ""
+	h := newHarness(t, 4, only(func(c *outlier.Config) { c.ConsecutiveFailures.Disabled = false }),
+		harnessOpts{healthCheck: &overall})
+	b := h.backends[2]
+	b.code.Store(int32(codes.Unavailable))
+	h.poll("the backend is ejected", 4, func() bool { return h.mon.IsEjected(b.addr) })
+	b.code.Store(int32(codes.OK))
+	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	// A watcher of our own sees NOT_SERVING when the client's health check
+	// does (give or take the client's own processing): the change is then
+	// heard while the endpoint is still ejected.
+	watchUntil(t, b.addr, healthpb.HealthCheckResponse_NOT_SERVING)
+	h.clk.Advance(10 * time.Second) // the ejection is over
+	h.wantEjected()
+	h.poll("the returned but NOT_SERVING backend gets no calls", 0, func() bool {
+		h.reset()
+		h.call(12)
+		return b.calls.Load() == 0
+	})
+	b.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	h.poll("the SERVING backend gets calls again", 4, func() bool { return b.calls.Load() > 0 })
+}
+
+// watchUntil watches addr's overall health until it reports want.
+func watchUntil(t *testing.T, addr string, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	stream, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("watching %s until %v: %v", addr, want, err)
+		}
+		if resp.GetStatus() == want {
+			return
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -40,6 +41,7 @@ type backend struct {
 	code      atomic.Int32 // the code to answer with (OK: success)
 	failEvery atomic.Int64 // > 0: answer code only on every failEvery-th call
 	delay     atomic.Int64 // nanoseconds to take per call
+	busy      atomic.Bool  // answer as a full meshless bulkhead
 	n         atomic.Int64
 }
 
@@ -54,6 +56,14 @@ func (b *backend) EmptyCall(ctx context.Context, _ *testgrpc.Empty) (*testgrpc.E
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+	if b.busy.Load() {
+		st, err := status.New(codes.ResourceExhausted, "bulkhead full").WithDetails(
+			&errdetails.ErrorInfo{Reason: "BULKHEAD_FULL", Domain: "meshless.dev"})
+		if err != nil {
+			return nil, err
+		}
+		return nil, st.Err()
 	}
 	c := codes.Code(b.code.Load())
 	if every := b.failEvery.Load(); c == codes.OK || (every > 0 && n%every != 0) {
@@ -152,6 +162,14 @@ func newHarness(t *testing.T, n int, cfg outlier.Config, o harnessOpts) *harness
 	t.Cleanup(func() { _ = cc.Close() })
 	h.cc, h.client = cc, testgrpc.NewTestServiceClient(cc)
 	h.waitServing(h.backends[:o.initial]...)
+	// One interval passes, so that the warm-up calls leave the balancer's
+	// counters and each test starts a clean interval.
+	interval := cfg.Interval
+	if interval == 0 {
+		interval = 10 * time.Second
+	}
+	h.clk.Advance(interval)
+	h.wantEjected()
 	return h
 }
 
@@ -233,7 +251,7 @@ func (h *harness) wantEjected(want ...*backend) {
 	}
 	slices.Sort(addrs)
 	if got := h.mon.Ejected(); !slices.Equal(got, addrs) && !(len(got) == 0 && len(addrs) == 0) {
-		h.t.Fatalf("ejected %v, want %v (events %v)", got, addrs, h.events.list())
+		h.t.Fatalf("ejected %v, want %v (events %v, calls per backend since the last reset %v)", got, addrs, h.events.list(), h.counts())
 	}
 }
 

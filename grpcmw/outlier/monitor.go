@@ -140,28 +140,33 @@ func (m *Monitor) Close() {
 	m.mu.Unlock()
 }
 
-// eject and unject record a balancer's ejection and return of addr and tell
-// the listener. They are called with no lock held.
+// eject and unject tell the listener of a balancer's ejection and return of
+// addr, then record it, so that whoever sees the change in Ejected knows
+// the listener has been told. They are called with no lock held.
 func (m *Monitor) eject(addr, reason string) {
-	m.mu.Lock()
-	m.ejected[addr]++
-	closed := m.closed
-	m.mu.Unlock()
-	if !closed && m.listener != nil {
+	if m.listening() {
 		m.listener.Ejected(addr, reason)
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ejected[addr]++
 }
 
 func (m *Monitor) unject(addr string) {
+	if m.listening() {
+		m.listener.Returned(addr)
+	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.ejected[addr] <= 1 {
 		delete(m.ejected, addr)
 	} else {
 		m.ejected[addr]--
 	}
-	closed := m.closed
-	m.mu.Unlock()
-	if !closed && m.listener != nil {
-		m.listener.Returned(addr)
-	}
+}
+
+func (m *Monitor) listening() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.closed && m.listener != nil
 }
