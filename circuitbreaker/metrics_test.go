@@ -5,10 +5,12 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
 func TestTimeBasedWindowForgetsOldSeconds(t *testing.T) {
@@ -132,4 +134,56 @@ func TestOpenError(t *testing.T) {
 	if err2 != err {
 		t.Fatal("two rejections in one open state are not the same prebuilt error")
 	}
+}
+
+// Issue 9 item 8: a TIME_BASED window keeps counting after the wall clock
+// steps back (NTP, a VM restored). Before, every call recorded at a second
+// older than the window was dropped, so the breaker could not open for as
+// long as the step.
+func TestIssue9TimeWindowKeepsCountingWhenTheClockStepsBack(t *testing.T) {
+	for _, step := range []time.Duration{-time.Hour, -3 * time.Second, time.Hour} {
+		clk := resiliencetest.NewClock(time.Unix(1_000_000, 0))
+		cb, err := circuitbreaker.New(circuitbreaker.WithClock(clk),
+			circuitbreaker.WithSlidingWindowType(circuitbreaker.TimeBased), circuitbreaker.WithSlidingWindowSize(10),
+			circuitbreaker.WithMinimumNumberOfCalls(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fail := errors.New("down")
+		for range 2 {
+			_ = cb.Execute(context.Background(), func(context.Context) error { return fail })
+		}
+		clk.Step(step)
+		for range 2 {
+			_ = cb.Execute(context.Background(), func(context.Context) error { return fail })
+		}
+		want := circuitbreaker.StateOpen
+		if step > 0 {
+			// A step forward past the window is time passing: the first two
+			// left the window.
+			want = circuitbreaker.StateClosed
+		}
+		if cb.State() != want {
+			t.Fatalf("step %v: breaker %v %+v, want %v", step, cb.State(), cb.Metrics(), want)
+		}
+	}
+}
+
+// Issue 9 item 8: on its defaults a standalone breaker measures durations
+// with the precise system clock, so an 8ms call is slow against a 5ms
+// threshold every time; the coarse clock, the default before, lagged by up
+// to 20ms with the processors busy and missed it.
+func TestIssue9DefaultClockJudgesSlowCallsExactly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cb, err := circuitbreaker.New(circuitbreaker.WithSlowCallDurationThreshold(5*time.Millisecond), circuitbreaker.WithMode(circuitbreaker.ModeMetricsOnly))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 50 {
+			_ = cb.Execute(t.Context(), func(context.Context) error { time.Sleep(8 * time.Millisecond); return nil })
+		}
+		if m := cb.Metrics(); m.SlowCalls != 50 {
+			t.Fatalf("%d of 50 calls of 8ms counted slow against 5ms, want all", m.SlowCalls)
+		}
+	})
 }

@@ -84,15 +84,32 @@ func (w *countWindow) snapshot(time.Time) counts { return w.n }
 func (w *countWindow) clean() bool               { return w.isClean.Load() }
 
 // timeWindow holds the calls of the last len(buckets) seconds, one bucket per
-// second of the clock (as Resilience4j, by epoch second).
+// epoch second (as Resilience4j), counted from the second the window was made
+// by elapsed time. Elapsed time is measured with time.Time.Sub,
+// which reads the monotonic clock when the clock's times carry it (the
+// system clock's do): a wall-clock step (NTP, a VM restored) neither empties
+// the window nor freezes it. A time earlier than the newest second seen (a
+// clock without a monotonic reading stepping back) counts in the newest
+// second, so the window keeps counting.
 type timeWindow struct {
 	buckets []counts
+	base    time.Time
 	last    int64 // the newest second the window has moved to
 	n       counts
 }
 
 func newTimeWindow(size int, now time.Time) *timeWindow {
-	return &timeWindow{buckets: make([]counts, size), last: now.Unix()}
+	return &timeWindow{buckets: make([]counts, size), base: now, last: now.Unix()}
+}
+
+// second returns the epoch second of now, as elapsed since the window was
+// made, and never before the newest second seen.
+func (w *timeWindow) second(now time.Time) int64 {
+	into := now.Sub(w.base) + time.Duration(w.base.Nanosecond()) // since base's whole second
+	if into < 0 {
+		return w.last
+	}
+	return max(w.base.Unix()+int64(into/time.Second), w.last)
 }
 
 // advance moves the window to the second sec, dropping the buckets that fall
@@ -118,19 +135,15 @@ func (w *timeWindow) advance(sec int64) {
 }
 
 func (w *timeWindow) record(failed, slow bool, now time.Time) counts {
-	sec := now.Unix()
+	sec := w.second(now)
 	w.advance(sec)
-	size := int64(len(w.buckets))
-	if sec <= w.last-size {
-		return w.n // finished so late that its second has left the window
-	}
-	w.buckets[mod(sec, size)].add(failed, slow, 1)
+	w.buckets[mod(sec, int64(len(w.buckets)))].add(failed, slow, 1)
 	w.n.add(failed, slow, 1)
 	return w.n
 }
 
 func (w *timeWindow) snapshot(now time.Time) counts {
-	w.advance(now.Unix())
+	w.advance(w.second(now))
 	return w.n
 }
 

@@ -82,6 +82,19 @@ func (c *Clock) Set(t time.Time) {
 	c.advanceTo(t)
 }
 
+// Step moves the clock's time by d, backwards or forwards, as a wall-clock
+// step (NTP, a virtual machine restored) moves a clock whose times carry no
+// monotonic reading. Timers keep the time left until they fire, as real
+// timers do, and none fires.
+func (c *Clock) Step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	for _, t := range c.timers {
+		t.when = t.when.Add(d)
+	}
+}
+
 // advanceTo is called with c.mu held and releases it.
 func (c *Clock) advanceTo(end time.Time) {
 	for {
