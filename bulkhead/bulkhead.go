@@ -60,6 +60,7 @@ func New(opts ...Option) (*Bulkhead, error) {
 	b.rec = resilience.Attach(cfg.observer, resilience.Source{
 		Kind:     resilience.KindBulkhead,
 		Name:     cfg.Name,
+		Queues:   cfg.MaxWaitDuration > 0,
 		Snapshot: b.snapshot,
 	})
 	return b, nil
@@ -264,6 +265,10 @@ func (b *Bulkhead) end(ctx context.Context, ap adaptivelimiter.Permit, record bo
 		b.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventReleased})
 	}
 }
+
+// Close releases the bulkhead's observer gauges ([resilience.Releaser]).
+// Permits still out may end; a closed bulkhead must not admit new calls.
+func (b *Bulkhead) Close() { resilience.Release(b.rec) }
 
 // Config returns the bulkhead's settings (an adaptive limit's with its
 // defaults filled).

@@ -135,6 +135,19 @@ func (b *Breaker) Reconfigure(opts ...Option) error {
 	return nil
 }
 
+// Close ends the breaker's life: it stops the timer of its current state and
+// releases its observer's gauges ([resilience.Releaser]). Calls still in
+// flight may report; a closed breaker must not admit new ones. Close is for
+// owners that replace breakers (grpcmw's Reload and Close).
+func (b *Breaker) Close() {
+	b.mu.Lock()
+	if p := b.cur.Load(); p.timer != nil {
+		p.timer.Stop()
+	}
+	b.mu.Unlock()
+	resilience.Release(b.rec)
+}
+
 // Config returns the breaker's settings in force.
 func (b *Breaker) Config() Config { return b.config().Config }
 

@@ -200,6 +200,7 @@ func (c *Chain) breaker(st *state, key string, cb *CircuitBreakerSection) *break
 				return e
 			}
 		}
+		e.b.Close() // replaced: its gauges go
 	}
 	b, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg), circuitbreaker.WithClock(c.opts.clock), circuitbreaker.WithObserver(c.opts.observer))
 	if err != nil {
@@ -212,8 +213,11 @@ func (c *Chain) breaker(st *state, key string, cb *CircuitBreakerSection) *break
 
 func (c *Chain) bulkhead(st *state, key string, bh *BulkheadSection) *bulkheadEntry {
 	cfg, _ := bulkheadConfig(bh, key) // validated with the config
-	if e, ok := st.bulkheads[key]; ok && e.cfg == cfg {
-		return e
+	if e, ok := st.bulkheads[key]; ok {
+		if e.cfg == cfg {
+			return e
+		}
+		e.b.Close() // replaced: its gauges go
 	}
 	b, err := bulkhead.New(bulkhead.WithConfig(cfg), bulkhead.WithClock(c.opts.clock), bulkhead.WithObserver(c.opts.observer))
 	if err != nil {
@@ -258,6 +262,22 @@ func (c *Chain) Reload(cfg *Config) error {
 	}
 	c.state.Store(st)
 	return nil
+}
+
+// Close releases what the chain holds beyond its calls: each breaker's
+// timer, and the observer gauges of its breakers and bulkheads, so that an
+// Observer shared with other chains stops reporting this one. Calls still in
+// flight finish; the chain must not be used after Close.
+func (c *Chain) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.state.Load()
+	for _, e := range st.breakers {
+		e.b.Close()
+	}
+	for _, e := range st.bulkheads {
+		e.b.Close()
+	}
 }
 
 // Config returns the configuration in force.

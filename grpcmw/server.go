@@ -118,5 +118,8 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 // Reload replaces the configuration, as [Chain.Reload] does.
 func (s *Server) Reload(cfg *Config) error { return s.c.Reload(cfg) }
 
+// Close releases the server's observer gauges, as [Chain.Close] does.
+func (s *Server) Close() { s.c.Close() }
+
 // Bulkhead returns the bulkhead of key once a call has created it.
 func (s *Server) Bulkhead(key string) (*bulkhead.Bulkhead, bool) { return s.c.Bulkhead(key) }

@@ -70,11 +70,10 @@ type Observer struct {
 
 	reg metric.Registration // nil if registering the callback failed
 
-	mu       sync.Mutex
-	closed   bool
-	methods  map[string]struct{} // rpc.method values in use, at most cfg.maxMethods
-	gaugeIdx map[gaugeKey]int    // index in gauges of each observed instance
-	gauges   atomic.Pointer[[]*gauged]
+	mu      sync.Mutex
+	closed  bool
+	methods map[string]struct{} // rpc.method values in use, at most cfg.maxMethods
+	gauges  atomic.Pointer[[]*gauged]
 }
 
 var _ resilience.Observer = (*Observer)(nil)
@@ -82,14 +81,10 @@ var _ resilience.Observer = (*Observer)(nil)
 // gauged is a breaker or bulkhead that the callback reads.
 type gauged struct {
 	kind     resilience.Kind
+	key      string // the instance's name
 	snapshot func() resilience.Snapshot
 	name     []metric.ObserveOption                                // the instance's name alone
 	states   [len(resilience.CircuitStates)][]metric.ObserveOption // breaker: name + each state
-}
-
-type gaugeKey struct {
-	kind resilience.Kind
-	name string
 }
 
 // New returns an Observer that records with a meter named [ScopeName] from
@@ -113,7 +108,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter(ScopeName)
-	o := &Observer{cfg: cfg, methods: map[string]struct{}{}, gaugeIdx: map[gaugeKey]int{}}
+	o := &Observer{cfg: cfg, methods: map[string]struct{}{}}
 
 	o.breakerState = instrument(m.Int64ObservableUpDownCounter(metricBreakerState,
 		metric.WithUnit("{circuit_breaker}"),
@@ -208,7 +203,6 @@ func (o *Observer) Close() error {
 	}
 	o.closed = true
 	o.gauges.Store(nil)
-	o.gaugeIdx = nil
 	reg := o.reg
 	o.mu.Unlock()
 	if reg != nil {
@@ -222,10 +216,11 @@ func (o *Observer) Close() error {
 // nothing for (resilience.KindOther).
 //
 // Breakers and bulkheads are kept for the observable instruments by kind
-// and name: attaching a breaker (or bulkhead) with the name of one attached
-// before replaces the earlier one there, as happens when grpcmw's Reload
-// builds a new breaker for a key. Give every breaker and bulkhead that
-// shares an Observer its own name.
+// and name. Every instance attached is observed until its recorder is
+// released (resilience.Releaser: a policy's Close, grpcmw's Close and
+// Reload do it); instances that share a name — a client and a server, or two
+// chains, with the same service — share its series: the one-hot states and
+// the limits are summed, the ratios are the highest. None hides another.
 //
 // Attach creates the source's counter series at zero, so that Prometheus's
 // rate and increase count the first increment (they ignore a series' first
@@ -236,18 +231,21 @@ func (o *Observer) Attach(src resilience.Source) resilience.Recorder {
 		r := newBreakerRecorder(o, src.Name)
 		r.zero()
 		if src.Snapshot != nil {
-			g := &gauged{kind: src.Kind, snapshot: src.Snapshot, name: observeOpts(r.base)}
+			g := &gauged{kind: src.Kind, key: src.Name, snapshot: src.Snapshot, name: observeOpts(r.base)}
 			for i, st := range resilience.CircuitStates {
 				g.states[i] = observeOpts(r.base, attrState.String(stateValue(st)))
 			}
-			o.observeInstance(g, src.Name)
+			r.g = g
+			o.observeInstance(g)
 		}
 		return r
 	case resilience.KindBulkhead:
 		r := newBulkheadRecorder(o, src.Name)
 		r.zero()
+		r.queues = src.Queues
 		if src.Snapshot != nil {
-			o.observeInstance(&gauged{kind: src.Kind, snapshot: src.Snapshot, name: observeOpts(r.base)}, src.Name)
+			r.g = &gauged{kind: src.Kind, key: src.Name, snapshot: src.Snapshot, name: observeOpts(r.base)}
+			o.observeInstance(r.g)
 		}
 		return r
 	case resilience.KindRetry:
@@ -264,9 +262,8 @@ func (o *Observer) Attach(src resilience.Source) resilience.Recorder {
 	return nil
 }
 
-// observeInstance adds (or replaces, by kind and name) an instance the
-// callback reads.
-func (o *Observer) observeInstance(g *gauged, name string) {
+// observeInstance adds an instance the callback reads.
+func (o *Observer) observeInstance(g *gauged) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
@@ -278,42 +275,87 @@ func (o *Observer) observeInstance(g *gauged, name string) {
 	}
 	next := make([]*gauged, len(cur), len(cur)+1)
 	copy(next, cur)
-	k := gaugeKey{g.kind, name}
-	if i, ok := o.gaugeIdx[k]; ok {
-		next[i] = g
-	} else {
-		o.gaugeIdx[k] = len(next)
-		next = append(next, g)
+	next = append(next, g)
+	o.gauges.Store(&next)
+}
+
+// release stops observing g.
+func (o *Observer) release(g *gauged) {
+	if g == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.gauges.Load()
+	if p == nil {
+		return
+	}
+	next := make([]*gauged, 0, len(*p))
+	for _, x := range *p {
+		if x != g {
+			next = append(next, x)
+		}
 	}
 	o.gauges.Store(&next)
 }
 
-// observe is the one callback of the observable instruments.
+// observe is the one callback of the observable instruments. Instances
+// that share a name share its series (see Attach).
 func (o *Observer) observe(_ context.Context, ob metric.Observer) error {
 	p := o.gauges.Load()
 	if p == nil {
 		return nil
 	}
+	type sums struct {
+		g            *gauged // the first instance of the name: its option slices
+		states       [len(resilience.CircuitStates)]int64
+		failure, slo float64
+		limit        int64
+	}
+	byName := map[gaugeKey]*sums{}
+	var order []gaugeKey
 	for _, g := range *p {
+		k := gaugeKey{g.kind, g.key}
+		a := byName[k]
+		if a == nil {
+			a = &sums{g: g, failure: -1, slo: -1}
+			byName[k] = a
+			order = append(order, k)
+		}
 		s := g.snapshot()
 		switch g.kind {
 		case resilience.KindCircuitBreaker:
 			for i, st := range resilience.CircuitStates {
-				var v int64
 				if s.State == st {
-					v = 1
+					a.states[i]++
 				}
-				ob.ObserveInt64(o.breakerState, v, g.states[i]...)
 			}
-			if s.FailureRate >= 0 {
-				ob.ObserveFloat64(o.breakerFailureRatio, s.FailureRate/100, g.name...)
+			a.failure, a.slo = max(a.failure, s.FailureRate), max(a.slo, s.SlowCallRate)
+		case resilience.KindBulkhead:
+			a.limit += int64(s.Limit)
+		}
+	}
+	for _, k := range order {
+		a := byName[k]
+		switch k.kind {
+		case resilience.KindCircuitBreaker:
+			for i := range resilience.CircuitStates {
+				ob.ObserveInt64(o.breakerState, a.states[i], a.g.states[i]...)
 			}
-			if s.SlowCallRate >= 0 {
-				ob.ObserveFloat64(o.breakerSlowRatio, s.SlowCallRate/100, g.name...)
+			if a.failure >= 0 {
+				ob.ObserveFloat64(o.breakerFailureRatio, a.failure/100, a.g.name...)
+			}
+			if a.slo >= 0 {
+				ob.ObserveFloat64(o.breakerSlowRatio, a.slo/100, a.g.name...)
 			}
 		case resilience.KindBulkhead:
-			ob.ObserveInt64(o.bulkheadLimit, int64(s.Limit), g.name...)
+			ob.ObserveInt64(o.bulkheadLimit, a.limit, a.g.name...)
 		}
 	}
 	return nil
+}
+
+type gaugeKey struct {
+	kind resilience.Kind
+	name string
 }

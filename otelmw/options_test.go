@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/otelmw"
 	"github.com/meshless/meshless/resilience"
@@ -157,16 +158,42 @@ func TestNilMeterProviderUsesTheGlobalOne(t *testing.T) {
 // A breaker attached under the name of an earlier one replaces it for the
 // observable instruments (grpcmw's Reload builds a new breaker per key):
 // one series per state, never two observations of one set.
-func TestReattachingANameReplacesTheObservedInstance(t *testing.T) {
+// Issue 9 item 10: instances that share a name (a client and a server, or
+// two chains, with the same service) share its series and never hide each
+// other: before, the later one replaced the earlier one's gauges. A released
+// instance (Close) is no longer read.
+func TestInstancesSharingANameAreSummedAndReleased(t *testing.T) {
 	obs, reader := newObserver(t)
+	var cbs []*circuitbreaker.Breaker
 	for _, mode := range []circuitbreaker.Mode{circuitbreaker.ModeNormal, circuitbreaker.ModeForcedOpen} {
-		if _, err := circuitbreaker.New(circuitbreaker.WithName("payments"), circuitbreaker.WithObserver(obs),
-			circuitbreaker.WithMode(mode)); err != nil {
+		cb, err := circuitbreaker.New(circuitbreaker.WithName("payments"), circuitbreaker.WithObserver(obs), circuitbreaker.WithMode(mode))
+		if err != nil {
 			t.Fatal(err)
 		}
+		cbs = append(cbs, cb)
 	}
+	both := oneHot("payments", "closed")
+	for k, v := range oneHot("payments", "forced_open") {
+		both[k] += v
+	}
+	sameValues(t, "meshless.circuit_breaker.state", values(t, collect(t, reader)["meshless.circuit_breaker.state"]), both)
+	cbs[0].Close()
 	sameValues(t, "meshless.circuit_breaker.state", values(t, collect(t, reader)["meshless.circuit_breaker.state"]),
 		oneHot("payments", "forced_open"))
+
+	var bhs []*bulkhead.Bulkhead
+	for _, n := range []int{3, 4} {
+		bh, err := bulkhead.New(bulkhead.WithName("payments"), bulkhead.WithMaxConcurrentCalls(n), bulkhead.WithObserver(obs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bhs = append(bhs, bh)
+	}
+	sameValues(t, "meshless.bulkhead.limit", values(t, collect(t, reader)["meshless.bulkhead.limit"]),
+		map[string]float64{enc(bulkheadName("payments")): 7})
+	bhs[1].Close()
+	sameValues(t, "meshless.bulkhead.limit", values(t, collect(t, reader)["meshless.bulkhead.limit"]),
+		map[string]float64{enc(bulkheadName("payments")): 3})
 }
 
 func TestOtherKindsAreNotRecorded(t *testing.T) {

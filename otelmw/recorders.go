@@ -21,6 +21,7 @@ const nStates = len(resilience.CircuitStates)
 // transitions.
 type breakerRecorder struct {
 	o        *Observer
+	g        *gauged // nil without a snapshot
 	name     string
 	base     []attribute.KeyValue     // the breaker's name
 	calls    [3][2][]metric.AddOption // [outcome][slow]
@@ -81,6 +82,8 @@ func (r *breakerRecorder) transition(from, to resilience.CircuitState) []metric.
 // releases.
 type bulkheadRecorder struct {
 	o                          *Observer
+	g                          *gauged // nil without a snapshot
+	queues                     bool    // the bulkhead may queue: record every wait
 	name                       string
 	base                       []attribute.KeyValue // the bulkhead's name
 	active                     []metric.AddOption
@@ -106,14 +109,14 @@ func (r *bulkheadRecorder) Record(ctx context.Context, e resilience.Event) {
 	case resilience.EventAcquired:
 		r.o.bulkheadCalls.Add(ctx, 1, r.admitted...)
 		r.o.bulkheadActive.Add(ctx, 1, r.active...)
-		if e.Duration > 0 {
+		if r.queues || e.Duration > 0 {
 			r.o.bulkheadWait.Record(ctx, e.Duration.Seconds(), r.waitAdmitted...)
 		}
 	case resilience.EventReleased:
 		r.o.bulkheadActive.Add(ctx, -1, r.active...)
 	case resilience.EventRejection:
 		r.o.bulkheadCalls.Add(ctx, 1, r.rejected...)
-		if e.Duration > 0 {
+		if r.queues || e.Duration > 0 {
 			r.o.bulkheadWait.Record(ctx, e.Duration.Seconds(), r.waitRejected...)
 		}
 		if r.o.cfg.spanEvents {
@@ -295,3 +298,9 @@ func (r *timeoutRecorder) zero() {
 	r.o.timeoutCalls.Add(ctx, 0, r.completed...)
 	r.o.timeoutCalls.Add(ctx, 0, r.timedOut...)
 }
+
+// Release stops observing the breaker's gauges (resilience.Releaser).
+func (r *breakerRecorder) Release() { r.o.release(r.g) }
+
+// Release stops observing the bulkhead's limit (resilience.Releaser).
+func (r *bulkheadRecorder) Release() { r.o.release(r.g) }

@@ -33,6 +33,22 @@ type ObserverFunc func(src Source) Recorder
 // Attach calls f(src).
 func (f ObserverFunc) Attach(src Source) Recorder { return f(src) }
 
+// Releaser is implemented by a [Recorder] that keeps something for its
+// policy instance beyond events: gauges an observer reads through the
+// instance's Snapshot. A policy's Close calls Release once the instance is
+// gone (grpcmw's Close, and its Reload for instances it replaced); the
+// recorder then stops reading it.
+type Releaser interface {
+	Release()
+}
+
+// Release calls r.Release when r is a [Releaser].
+func Release(r Recorder) {
+	if rl, ok := r.(Releaser); ok {
+		rl.Release()
+	}
+}
+
 // RecorderFunc adapts a function to a [Recorder].
 type RecorderFunc func(ctx context.Context, e Event)
 
@@ -48,6 +64,10 @@ type Source struct {
 	// Scope tells apart instances of one kind that play different parts: a
 	// timeout's is "attempt" or "overall".
 	Scope string
+	// Queues is set by a bulkhead that may make calls wait for a permit
+	// (maxWaitDuration > 0), so that an observer records every wait,
+	// zero waits included.
+	Queues bool
 	// Snapshot reads the instance's live figures, for observable gauges. It is
 	// nil for policies that keep none. It is safe to call from any goroutine,
 	// but not from inside Record.
@@ -98,6 +118,13 @@ type multiRecorder []Recorder
 func (m multiRecorder) Record(ctx context.Context, e Event) {
 	for _, r := range m {
 		r.Record(ctx, e)
+	}
+}
+
+// Release releases each recorder that is a [Releaser].
+func (m multiRecorder) Release() {
+	for _, r := range m {
+		Release(r)
 	}
 }
 
