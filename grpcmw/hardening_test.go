@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
@@ -205,4 +207,45 @@ defaults:
 	if cb.State() != circuitbreaker.StateClosed {
 		t.Fatalf("breaker %v with the watch still open, want CLOSED", cb.State())
 	}
+}
+
+// Issue 9 item 5: a stream whose context is already done when its watcher is
+// set runs the watcher at once, in another goroutine; the watcher's stop
+// function was written outside the lock while that goroutine read it (a data
+// race under -race). The inner interceptor cancels the context just after
+// the stream is created.
+func TestIssue9StreamWatcherOnADoneContext(t *testing.T) {
+	f := new(faultServer)
+	addr, _ := serve(t, f)
+	cfg, err := grpcmw.ParseConfig([]byte("defaults: { retry: { enabled: false } }"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := grpcmw.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type cancelKey struct{}
+	inner := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		ctx.Value(cancelKey{}).(context.CancelFunc)()
+		return s, err
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithChainStreamInterceptor(chain.StreamClientInterceptor(), inner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := testgrpc.NewTestServiceClient(conn)
+	for range 50 {
+		ctx, cancel := context.WithCancel(t.Context())
+		s, err := client.StreamingOutputCall(context.WithValue(ctx, cancelKey{}, cancel), sendParams(1))
+		if err == nil {
+			_, _ = recvAll(s)
+		}
+		cancel()
+	}
+	bh, _ := chain.Bulkhead(testService)
+	waitUntil(t, func() bool { return bh.Active() == 0 })
 }
