@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/grpcmw/outlier"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 	"github.com/meshless/meshless/timeout"
@@ -18,9 +19,10 @@ import (
 // with [New] and install its interceptors on the client's connection. A
 // Chain is safe for concurrent use.
 type Chain struct {
-	opts  options
-	mu    sync.Mutex // serialises Reload and the first call of a method
-	state atomic.Pointer[state]
+	opts    options
+	monitor *outlier.Monitor // the outlier balancer's, when outlierDetection is on
+	mu      sync.Mutex       // serialises Reload and the first call of a method
+	state   atomic.Pointer[state]
 }
 
 // state is one configuration's resolved policies. Reload replaces it whole.
@@ -83,6 +85,12 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 		return nil, err
 	}
 	c.state.Store(st)
+	if _, on := st.cfg.outlierConfig(); on && !o.serverSide {
+		c.monitor, err = outlier.NewMonitor(outlier.WithClock(o.clock), outlier.WithListener(o.outlierListener))
+		if err != nil {
+			return nil, fmt.Errorf("grpcmw: outlierDetection: %w", err)
+		}
+	}
 	return c, nil
 }
 
@@ -256,9 +264,13 @@ func pushbackOf(err error) (time.Duration, bool) {
 func (c *Chain) Reload(cfg *Config) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st, err := c.newState(cfg, c.state.Load())
+	old := c.state.Load()
+	st, err := c.newState(cfg, old)
 	if err != nil {
 		return err
+	}
+	if !c.opts.serverSide && !sameDialConfig(old.cfg, st.cfg) {
+		return fmt.Errorf("grpcmw: Reload: %w", errOutlierReload)
 	}
 	c.state.Store(st)
 	return nil
@@ -277,6 +289,9 @@ func (c *Chain) Close() {
 	}
 	for _, e := range st.bulkheads {
 		e.b.Close()
+	}
+	if c.monitor != nil {
+		c.monitor.Close()
 	}
 }
 

@@ -18,9 +18,11 @@ type Config struct {
 	Defaults        Policies                `yaml:"defaults,omitempty"`
 	RetryThrottling *RetryThrottlingSection `yaml:"retryThrottling,omitempty"`
 	Services        map[string]*Service     `yaml:"services,omitempty"`
-	// OutlierDetection is reserved: per-endpoint ejection arrives in a later
-	// release, and until then a configuration that sets it is refused.
+	// OutlierDetection turns on per-endpoint ejection in the load balancer
+	// that DialOptions installs (docs/outlier.md).
 	OutlierDetection *OutlierDetectionSection `yaml:"outlierDetection,omitempty"`
+	// HealthCheck turns on gRPC's client-side health checking.
+	HealthCheck *HealthCheckSection `yaml:"healthCheck,omitempty"`
 }
 
 // Service configures one gRPC service, by its full name
@@ -98,14 +100,6 @@ type RetryThrottlingSection struct {
 	MaxTokens  *float64 `yaml:"maxTokens,omitempty"`
 	TokenRatio *float64 `yaml:"tokenRatio,omitempty"`
 }
-
-// OutlierDetection is reserved for per-endpoint ejection (a later release).
-type OutlierDetectionSection struct {
-	Set bool `yaml:"-"` // the section was present
-}
-
-// MarshalYAML writes an empty section, so a round trip keeps refusing it.
-func (o *OutlierDetectionSection) MarshalYAML() (any, error) { return map[string]any{}, nil }
 
 // Duration is a time.Duration written as a Go duration string ("100ms").
 type Duration time.Duration

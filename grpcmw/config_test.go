@@ -14,7 +14,7 @@ import (
 	"github.com/meshless/meshless/grpcmw"
 )
 
-// The example of CONFIG.md, less outlierDetection (a later release).
+// The configuration contract's example, less cluster (not in this release).
 const contractExample = `
 defaults:
   circuitBreaker:
@@ -54,6 +54,18 @@ services:
     methods:
       Charge:
         retry: { maxAttempts: 1 }
+outlierDetection:
+  interval: 10s
+  baseEjectionTime: 30s
+  maxEjectionTime: 300s
+  maxEjectionPercent: 50
+  consecutiveFailures: 5
+  failurePercentage: { threshold: 85, minimumHosts: 3, requestVolume: 50 }
+  successRate: { stdevFactor: 1.9, minimumHosts: 3, requestVolume: 100 }
+  slowCalls: { durationThreshold: 500ms, rateThreshold: 50, requestVolume: 50 }
+  childPolicy: round_robin
+healthCheck:
+  serviceName: ""
 `
 
 func TestParseTheContractExample(t *testing.T) {
@@ -71,6 +83,31 @@ func TestParseTheContractExample(t *testing.T) {
 	}
 	if want := (grpcmw.Codes{codes.Unavailable, codes.Internal, codes.Unknown, codes.DeadlineExceeded, codes.DataLoss}); !reflect.DeepEqual(cb.FailureStatusCodes, want) {
 		t.Fatalf("failure codes %v", cb.FailureStatusCodes)
+	}
+	if o := cfg.OutlierDetection; o == nil || *o.ConsecutiveFailures != 5 || o.SlowCalls.DurationThreshold.D() != 500*time.Millisecond || *cfg.HealthCheck.ServiceName != "" {
+		t.Fatalf("outlierDetection, healthCheck parsed as %+v, %+v", o, cfg.HealthCheck)
+	}
+}
+
+// outlierDetection and healthCheck are installed with the connection:
+// Reload refuses to change them, and keeps the old configuration.
+func TestReloadRefusesOutlierChanges(t *testing.T) {
+	cfg, err := grpcmw.ParseConfig([]byte("outlierDetection: { consecutiveFailures: 5 }"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := grpcmw.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chain.Close()
+	next, _ := grpcmw.ParseConfig([]byte("outlierDetection: { consecutiveFailures: 7 }"))
+	if err := chain.Reload(next); err == nil || !strings.Contains(err.Error(), "dial again") {
+		t.Fatalf("Reload = %v, want a refusal that says to dial again", err)
+	}
+	same, _ := grpcmw.ParseConfig([]byte("outlierDetection: { consecutiveFailures: 5 }\ndefaults: { retry: { maxAttempts: 2 } }"))
+	if err := chain.Reload(same); err != nil {
+		t.Fatalf("Reload with the same outlierDetection = %v", err)
 	}
 }
 
@@ -101,7 +138,7 @@ func TestInvalidConfigNamesThePath(t *testing.T) {
 		yaml string
 		want string // a line of the error
 	}{
-		{"unknown top-level key", "default: {}", `default: unknown key (known here: defaults, outlierDetection, retryThrottling, services)`},
+		{"unknown top-level key", "default: {}", `default: unknown key (known here: defaults, healthCheck, outlierDetection, retryThrottling, services)`},
 		{"unknown section", "defaults: { retries: {} }", "defaults.retries: unknown key"},
 		{"unknown breaker key", "defaults: { circuitBreaker: { failureRate: 50 } }", "defaults.circuitBreaker.failureRate: unknown key"},
 		{"unknown method key", "services: { payment.PaymentService: { methods: { Charge: { retry: { attempts: 2 } } } } }", svc + ".methods.Charge.retry.attempts: unknown key"},
@@ -145,7 +182,8 @@ func TestInvalidConfigNamesThePath(t *testing.T) {
 		{"method name", "services: { a.B: { methods: { a.B/Get: {} } } }", `services."a.B".methods."a.B/Get": want a method name such as Charge`},
 		{"duplicate key", "defaults: { retry: { maxAttempts: 2, maxAttempts: 3 } }", "defaults.retry.maxAttempts: appears twice"},
 		{"a section as a scalar", "defaults: { retry: 3 }", "defaults.retry: want a mapping of keys to values, got 3"},
-		{"outlier detection", "outlierDetection: { interval: 10s }", "outlierDetection: per-endpoint outlier ejection is not available in this release; remove the section"},
+		{"outlier detection", "outlierDetection: { failurePercentage: { threshold: 150 } }", "outlierDetection.failurePercentage.threshold: must be in [0, 100], got 150"},
+		{"outlier consecutive failures", "outlierDetection: { consecutiveFailures: -1 }", "outlierDetection.consecutiveFailures: must be at least 0 (0 switches it off), got -1"},
 		{"not YAML", "defaults: [", "grpcmw: config: yaml:"},
 	}
 	for _, tt := range tests {

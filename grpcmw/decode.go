@@ -65,7 +65,6 @@ func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 var (
 	durationType = reflect.TypeFor[Duration]()
 	codesType    = reflect.TypeFor[Codes]()
-	outlierType  = reflect.TypeFor[OutlierDetectionSection]()
 )
 
 // value decodes n into v, which is addressable.
@@ -81,8 +80,6 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) {
 		d.duration(n, path, v)
 	case t == codesType:
 		d.codes(n, path, v)
-	case t == outlierType:
-		v.FieldByName("Set").SetBool(true)
 	case t.Kind() == reflect.Pointer:
 		e := reflect.New(t.Elem())
 		d.value(n, path, e.Elem())

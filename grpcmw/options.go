@@ -1,12 +1,16 @@
 package grpcmw
 
-import "github.com/meshless/meshless/resilience"
+import (
+	"github.com/meshless/meshless/grpcmw/outlier"
+	"github.com/meshless/meshless/resilience"
+)
 
 type options struct {
-	observer   resilience.Observer
-	clock      resilience.Clock
-	maxMethods int
-	serverSide bool // NewServer: bulkheads only
+	observer        resilience.Observer
+	outlierListener outlier.Listener
+	clock           resilience.Clock
+	maxMethods      int
+	serverSide      bool // NewServer: bulkheads only
 }
 
 // Observer is a resilience.Observer, named here for the server options.
@@ -35,6 +39,12 @@ func WithObserver(obs resilience.Observer) Option {
 // while calls flow, which measurably adds to gRPC latency (docs/benchmarks.md,
 // B5), and lags the real time under CPU load.
 func WithClock(clk resilience.Clock) Option { return optionFunc(func(o *options) { o.clock = clk }) }
+
+// WithOutlierListener sends the outlier balancer's ejections and returns to
+// l (otelmw.NewOutlierListener records them as metrics). Default none.
+func WithOutlierListener(l outlier.Listener) Option {
+	return optionFunc(func(o *options) { o.outlierListener = l })
+}
 
 // WithMaxMethods bounds the methods the chain keeps policies for. A method
 // beyond the bound runs without policies. Default 10000.

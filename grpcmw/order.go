@@ -87,12 +87,18 @@ func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 }
 
 // DialOptions returns the dial options that install the chain's
-// interceptors.
+// interceptors and, when the configuration has outlierDetection or
+// healthCheck, the default service config that installs the meshless_outlier
+// balancer and gRPC's client-side health checking (docs/outlier.md). A
+// service config from the resolver (DNS TXT, xDS) overrides the default one
+// unless the connection also has grpc.WithDisableServiceConfig.
 func (c *Chain) DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
+	opts := []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
 		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
 	}
+	sc, _ := c.dialServiceConfig() // validated with the config
+	return append(opts, sc...)
 }
 
 type unaryCall struct {

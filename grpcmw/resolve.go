@@ -157,9 +157,7 @@ func (c *Config) validate() error {
 			errs = append(errs, e)
 		}
 	}
-	if c.OutlierDetection != nil {
-		add("outlierDetection", "per-endpoint outlier ejection is not available in this release; remove the section")
-	}
+	c.checkOutlier(add)
 	if t := c.RetryThrottling; t != nil {
 		if _, err := throttleOf(t); err != nil {
 			var oe *resilience.OptionError

@@ -1,0 +1,203 @@
+package grpcmw
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	_ "google.golang.org/grpc/health" // client-side health checking, turned on by the service config
+
+	"github.com/meshless/meshless/grpcmw/outlier"
+)
+
+// OutlierDetectionSection is the outlierDetection section: per-endpoint
+// ejection in the load balancer that [Chain.DialOptions] installs. See
+// docs/outlier.md for each key.
+type OutlierDetectionSection struct {
+	Enabled            *bool     `yaml:"enabled,omitempty"`
+	Interval           *Duration `yaml:"interval,omitempty"`
+	BaseEjectionTime   *Duration `yaml:"baseEjectionTime,omitempty"`
+	MaxEjectionTime    *Duration `yaml:"maxEjectionTime,omitempty"`
+	MaxEjectionPercent *int      `yaml:"maxEjectionPercent,omitempty"`
+	// ConsecutiveFailures ejects an endpoint after this many failures in a
+	// row; 0 switches the detector off.
+	ConsecutiveFailures *int                      `yaml:"consecutiveFailures,omitempty"`
+	FailurePercentage   *FailurePercentageSection `yaml:"failurePercentage,omitempty"`
+	SuccessRate         *SuccessRateSection       `yaml:"successRate,omitempty"`
+	SlowCalls           *SlowCallsSection         `yaml:"slowCalls,omitempty"`
+	ChildPolicy         *string                   `yaml:"childPolicy,omitempty"`
+}
+
+// FailurePercentageSection is outlierDetection.failurePercentage.
+type FailurePercentageSection struct {
+	Enabled       *bool `yaml:"enabled,omitempty"`
+	Threshold     *int  `yaml:"threshold,omitempty"`
+	MinimumHosts  *int  `yaml:"minimumHosts,omitempty"`
+	RequestVolume *int  `yaml:"requestVolume,omitempty"`
+}
+
+// SuccessRateSection is outlierDetection.successRate.
+type SuccessRateSection struct {
+	Enabled       *bool    `yaml:"enabled,omitempty"`
+	StdevFactor   *float64 `yaml:"stdevFactor,omitempty"`
+	MinimumHosts  *int     `yaml:"minimumHosts,omitempty"`
+	RequestVolume *int     `yaml:"requestVolume,omitempty"`
+}
+
+// SlowCallsSection is outlierDetection.slowCalls.
+type SlowCallsSection struct {
+	Enabled           *bool     `yaml:"enabled,omitempty"`
+	DurationThreshold *Duration `yaml:"durationThreshold,omitempty"`
+	RateThreshold     *int      `yaml:"rateThreshold,omitempty"`
+	RequestVolume     *int      `yaml:"requestVolume,omitempty"`
+}
+
+// HealthCheckSection is the healthCheck section: gRPC's own client-side
+// health checking (grpc.health.v1 Watch), so that an endpoint that reports
+// NOT_SERVING gets no calls.
+type HealthCheckSection struct {
+	// ServiceName is the service whose health is watched; "" is the server's
+	// overall health.
+	ServiceName *string `yaml:"serviceName,omitempty"`
+}
+
+func set[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+func durOf(dst *Duration) func(*Duration) {
+	return func(src *Duration) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+}
+
+// outlierConfig maps the outlierDetection section onto the balancer's
+// Config; ok is false when the section is absent or switched off. The
+// failure codes are the defaults' circuitBreaker.failureStatusCodes, so
+// NOT_FOUND never ejects unless the breaker would count it too.
+func (c *Config) outlierConfig() (cfg outlier.Config, ok bool) {
+	o := c.OutlierDetection
+	if o == nil || (o.Enabled != nil && !*o.Enabled) {
+		return cfg, false
+	}
+	var d Duration
+	durOf(&d)(o.Interval)
+	cfg.Interval, d = d.D(), 0
+	durOf(&d)(o.BaseEjectionTime)
+	cfg.BaseEjectionTime, d = d.D(), 0
+	durOf(&d)(o.MaxEjectionTime)
+	cfg.MaxEjectionTime = d.D()
+	set(&cfg.MaxEjectionPercent, o.MaxEjectionPercent)
+	if n := o.ConsecutiveFailures; n != nil {
+		cfg.ConsecutiveFailures.Threshold = *n
+		cfg.ConsecutiveFailures.Disabled = *n == 0
+	}
+	if f := o.FailurePercentage; f != nil {
+		cfg.FailurePercentage.Disabled = f.Enabled != nil && !*f.Enabled
+		set(&cfg.FailurePercentage.Threshold, f.Threshold)
+		set(&cfg.FailurePercentage.MinimumHosts, f.MinimumHosts)
+		set(&cfg.FailurePercentage.RequestVolume, f.RequestVolume)
+	}
+	if r := o.SuccessRate; r != nil {
+		cfg.SuccessRate.Disabled = r.Enabled != nil && !*r.Enabled
+		set(&cfg.SuccessRate.StdevFactor, r.StdevFactor)
+		set(&cfg.SuccessRate.MinimumHosts, r.MinimumHosts)
+		set(&cfg.SuccessRate.RequestVolume, r.RequestVolume)
+	}
+	if s := o.SlowCalls; s != nil {
+		cfg.SlowCalls.Disabled = s.Enabled != nil && !*s.Enabled
+		var sd Duration
+		durOf(&sd)(s.DurationThreshold)
+		cfg.SlowCalls.DurationThreshold = sd.D()
+		set(&cfg.SlowCalls.RateThreshold, s.RateThreshold)
+		set(&cfg.SlowCalls.RequestVolume, s.RequestVolume)
+	}
+	set(&cfg.ChildPolicy, o.ChildPolicy)
+	eff := resolve(level{"defaults", &c.Defaults})
+	cfg.FailureStatusCodes = append([]codes.Code(nil), eff.CircuitBreaker.FailureStatusCodes...)
+	return cfg, true
+}
+
+// healthName is the healthCheck section's service name, or nil without one.
+func (c *Config) healthName() *string {
+	h := c.HealthCheck
+	if h == nil {
+		return nil
+	}
+	name := ""
+	set(&name, h.ServiceName)
+	return &name
+}
+
+// sameDialConfig reports whether a and b install the same balancer and
+// health checking.
+func sameDialConfig(a, b *Config) bool {
+	ao, aon := a.outlierConfig()
+	bo, bon := b.outlierConfig()
+	ah, bh := a.healthName(), b.healthName()
+	return aon == bon && (!aon || ao.Equal(bo)) && (ah == nil) == (bh == nil) && (ah == nil || *ah == *bh)
+}
+
+// checkOutlier validates outlierDetection and healthCheck.
+func (c *Config) checkOutlier(add func(path, problem string)) {
+	if o := c.OutlierDetection; o != nil && o.ConsecutiveFailures != nil && *o.ConsecutiveFailures < 0 {
+		add("outlierDetection.consecutiveFailures", fmt.Sprintf("must be at least 0 (0 switches it off), got %d", *o.ConsecutiveFailures))
+	}
+	cfg, ok := c.outlierConfig()
+	if !ok {
+		return
+	}
+	err := cfg.Validate()
+	if err == nil {
+		return
+	}
+	for _, e := range unjoin(err) {
+		path, problem, found := strings.Cut(e.Error(), ": ")
+		if !found || !strings.HasPrefix(path, "outlierDetection") {
+			path, problem = "outlierDetection", e.Error()
+		}
+		add(path, problem)
+	}
+}
+
+// serviceConfig returns the default service config that installs the
+// outlier balancer and health checking, or "" when neither is configured.
+func (c *Chain) serviceConfig() (string, error) {
+	cfg := c.state.Load().cfg
+	ocfg, on := cfg.outlierConfig()
+	health := cfg.healthName()
+	if !on && health == nil {
+		return "", nil
+	}
+	if !on {
+		ocfg = outlier.Config{ConsecutiveFailures: outlier.ConsecutiveFailures{Disabled: true},
+			FailurePercentage: outlier.FailurePercentage{Disabled: true}, SuccessRate: outlier.SuccessRate{Disabled: true},
+			SlowCalls: outlier.SlowCalls{Disabled: true}}
+	}
+	if c.monitor != nil {
+		ocfg.Monitor = c.monitor.Name()
+	}
+	return outlier.ServiceConfigJSON(ocfg, health)
+}
+
+// Outlier returns the monitor of the chain's outlier balancer — the ejected
+// endpoints, readable from Go — or nil when the configuration has no
+// outlierDetection section.
+func (c *Chain) Outlier() *outlier.Monitor { return c.monitor }
+
+// dialServiceConfig is the dial option of the service config, if any.
+func (c *Chain) dialServiceConfig() ([]grpc.DialOption, error) {
+	sc, err := c.serviceConfig()
+	if err != nil || sc == "" {
+		return nil, err
+	}
+	return []grpc.DialOption{grpc.WithDefaultServiceConfig(sc)}, nil
+}
+
+var errOutlierReload = errors.New("outlierDetection and healthCheck are installed with the connection (DialOptions): dial again to change them")
