@@ -39,7 +39,9 @@
 //     backoffs included, with rpc.system.name, rpc.method and, on failure,
 //     error.type.
 //
-// The outlier-ejection metrics of the catalogue are not recorded yet.
+// The outlier-ejection metrics (meshless.outlier.ejections and
+// meshless.outlier.ejected) are recorded by [NewOutlierListener], installed
+// with grpcmw.WithOutlierListener.
 //
 // # Cost
 //
