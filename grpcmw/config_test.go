@@ -146,7 +146,7 @@ func TestInvalidConfigNamesThePath(t *testing.T) {
 		{"duplicate key", "defaults: { retry: { maxAttempts: 2, maxAttempts: 3 } }", "defaults.retry.maxAttempts: appears twice"},
 		{"a section as a scalar", "defaults: { retry: 3 }", "defaults.retry: want a mapping of keys to values, got 3"},
 		{"outlier detection", "outlierDetection: { interval: 10s }", "outlierDetection: per-endpoint outlier ejection is not available in this release; remove the section"},
-		{"not YAML", "defaults: [", "grpcmw: config: yaml:"},
+		{"not YAML", "defaults: [", "grpcmw: config: defaults: not valid YAML: did not find expected node content (line 1)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
