@@ -41,7 +41,9 @@ const rootPath = "(root)"
 //	services."payment.PaymentService".circuitBreaker.failureRateThreshold: must be in (0, 100], got 150
 //
 // Every problem found is reported, joined, up to [MaxConfigProblems].
-// Nothing is dropped or clamped.
+// Nothing is dropped or clamped. A service or method name that the protobuf
+// descriptors linked into the program contradict is an error too (see
+// docs/grpc.md).
 func ParseConfig(data []byte) (*Config, error) {
 	if len(data) > MaxConfigSize {
 		return nil, configError(tooLarge(strconv.Itoa(len(data))))
@@ -53,6 +55,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	cfg := new(Config)
 	d := &decoder{failed: map[string][]string{}, lines: map[string]int{}}
 	d.document(root, reflect.ValueOf(cfg).Elem())
+	d.checkNames(cfg)
 	// What could not be read is left unset (inherited), so validation of the
 	// rest still finds every other problem; what depends on it is not
 	// reported a second time.
