@@ -2,6 +2,7 @@ package grpcmw
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -170,11 +171,24 @@ func parseCode(s string) (codes.Code, bool) {
 	return 0, false
 }
 
-// LoadConfig reads and parses the configuration file at path.
+// LoadConfig reads and parses the configuration file at path. A file
+// larger than [MaxConfigSize] is refused without being read past the limit.
 func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("grpcmw: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("grpcmw: %w", err)
+	}
+	if len(data) > MaxConfigSize {
+		size := "more than " + strconv.Itoa(MaxConfigSize)
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = strconv.FormatInt(fi.Size(), 10)
+		}
+		return nil, fmt.Errorf("%s: %w", path, configError(tooLarge(size)))
 	}
 	cfg, err := ParseConfig(data)
 	if err != nil {

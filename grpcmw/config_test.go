@@ -184,7 +184,7 @@ func TestInvalidConfigNamesThePath(t *testing.T) {
 		{"a section as a scalar", "defaults: { retry: 3 }", "defaults.retry: want a mapping of keys to values, got 3"},
 		{"outlier detection", "outlierDetection: { failurePercentage: { threshold: 150 } }", "outlierDetection.failurePercentage.threshold: must be in [0, 100], got 150"},
 		{"outlier consecutive failures", "outlierDetection: { consecutiveFailures: -1 }", "outlierDetection.consecutiveFailures: must be at least 0 (0 switches it off), got -1"},
-		{"not YAML", "defaults: [", "grpcmw: config: yaml:"},
+		{"not YAML", "defaults: [", "grpcmw: config: defaults: not valid YAML: did not find expected node content (line 1)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,8 +1,10 @@
 package grpcmw
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"sort"
 	"strconv"
@@ -10,7 +12,27 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/meshless/meshless/circuitbreaker"
 )
+
+// Limits on a configuration document. A document over a limit is refused
+// with an error that names the limit; nothing is read past it.
+const (
+	// MaxConfigSize is the largest document ParseConfig and LoadConfig read,
+	// in bytes (1 MiB).
+	MaxConfigSize = 1 << 20
+	// MaxConfigValues is the most keys and values a document may hold, each
+	// alias counted again at every place it is used, so that a few anchors
+	// cannot expand a small file into millions of values.
+	MaxConfigValues = 10000
+	// MaxConfigProblems is the most problems an error lists; the rest are
+	// counted ("and 7 more problems").
+	MaxConfigProblems = 20
+)
+
+// rootPath names the whole document in a [PathError].
+const rootPath = "(root)"
 
 // ParseConfig parses a YAML (or JSON) configuration strictly: an unknown
 // key, a wrong type or an out-of-range value is an error that names its path,
@@ -18,31 +40,70 @@ import (
 //
 //	services."payment.PaymentService".circuitBreaker.failureRateThreshold: must be in (0, 100], got 150
 //
-// Every problem found is reported, joined. Nothing is dropped or clamped.
+// Every problem found is reported, joined, up to [MaxConfigProblems].
+// Nothing is dropped or clamped. A service or method name that the protobuf
+// descriptors linked into the program contradict is an error too (see
+// docs/grpc.md).
 func ParseConfig(data []byte) (*Config, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("grpcmw: config: %w", err)
+	if len(data) > MaxConfigSize {
+		return nil, configError(tooLarge(strconv.Itoa(len(data))))
+	}
+	root, err := parseYAML(data)
+	if err != nil {
+		return nil, configError(err)
 	}
 	cfg := new(Config)
-	d := new(decoder)
-	if len(root.Content) > 0 {
-		d.value(root.Content[0], "", reflect.ValueOf(cfg).Elem())
-	}
+	d := &decoder{failed: map[string][]string{}, lines: map[string]int{}}
+	d.document(root, reflect.ValueOf(cfg).Elem())
+	d.checkNames(cfg)
 	// What could not be read is left unset (inherited), so validation of the
-	// rest still finds every other problem.
+	// rest still finds every other problem; what depends on it is not
+	// reported a second time.
 	errs := d.errs
-	if err := cfg.validate(); err != nil {
-		errs = append(errs, err)
+	if err := cfg.validate(d.failed); err != nil {
+		errs = append(errs, unjoin(err)...)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("grpcmw: config: %w", err)
+	if len(errs) > 0 {
+		return nil, configError(errs...)
 	}
 	return cfg, nil
 }
 
+// configError joins errs, at most MaxConfigProblems of them.
+func configError(errs ...error) error {
+	if n := len(errs) - MaxConfigProblems; n > 0 {
+		errs = append(errs[:MaxConfigProblems:MaxConfigProblems], fmt.Errorf("and %d more problems", n))
+	}
+	return fmt.Errorf("grpcmw: config: %w", errors.Join(errs...))
+}
+
+func tooLarge(size string) error {
+	return &PathError{Path: rootPath, Problem: fmt.Sprintf("the document is %s bytes; the limit is %d bytes (1 MiB)", size, MaxConfigSize)}
+}
+
+// parseYAML reads the one document of data; nil when there is none.
+func parseYAML(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, syntaxError(data, err)
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+		return &root, nil
+	case err != nil:
+		return nil, syntaxError(data, err)
+	}
+	return nil, &PathError{Path: rootPath, Line: next.Line, Problem: "a second document starts here (after ---); a configuration is one document"}
+}
+
 // PathError is a problem with one value of a configuration. Path is where it
-// is, e.g. services."payment.PaymentService".retry.maxAttempts.
+// is, e.g. services."payment.PaymentService".retry.maxAttempts, or (root)
+// for the whole document.
 type PathError struct {
 	Path    string
 	Line    int // 0 when the config was built in Go
@@ -56,81 +117,147 @@ func (e *PathError) Error() string {
 	return e.Path + ": " + e.Problem
 }
 
-type decoder struct{ errs []error }
+type decoder struct {
+	errs []error
+	// values counts the keys and values decoded, aliases expanded.
+	values int
+	// section is the section being decoded ("defaults.retry"), or "".
+	section string
+	// failed lists, per section, the keys that could not be decoded ("" for
+	// the whole section), so validation does not report them again.
+	failed map[string][]string
+	// lines holds the line of each key decoded, by path.
+	lines map[string]int
+}
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 	d.errs = append(d.errs, &PathError{Path: path, Line: n.Line, Problem: fmt.Sprintf(format, args...)})
+	if d.section == "" {
+		return
+	}
+	key := strings.TrimPrefix(strings.TrimPrefix(path, d.section), ".")
+	key, _, _ = strings.Cut(key, ".")
+	key, _, _ = strings.Cut(key, "[")
+	d.failed[d.section] = append(d.failed[d.section], key)
+}
+
+// count counts one more value; false once the document holds too many.
+func (d *decoder) count(n *yaml.Node, path string) bool {
+	d.values++
+	if d.values == MaxConfigValues+1 {
+		d.fail(n, path, "the document holds more than %d keys and values (aliases count each time they are used); this is where the limit was reached", MaxConfigValues)
+	}
+	return d.values <= MaxConfigValues
+}
+
+// document decodes the root node into the Config v.
+func (d *decoder) document(root *yaml.Node, v reflect.Value) {
+	if root == nil || len(root.Content) == 0 {
+		return
+	}
+	n := root.Content[0]
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, rootPath, "the document must be a mapping (defaults, services, …), got %s", show(n))
+		return
+	}
+	d.value(n, "", v)
 }
 
 var (
 	durationType = reflect.TypeFor[Duration]()
 	codesType    = reflect.TypeFor[Codes]()
+	breakerType  = reflect.TypeFor[CircuitBreakerSection]()
+	// sectionTypes are the sections validation checks as a whole.
+	sectionTypes = map[reflect.Type]bool{
+		reflect.TypeFor[*CircuitBreakerSection]():  true,
+		reflect.TypeFor[*RetrySection]():           true,
+		reflect.TypeFor[*BulkheadSection]():        true,
+		reflect.TypeFor[*TimeoutSection]():         true,
+		reflect.TypeFor[*RetryThrottlingSection](): true,
+	}
 )
 
-// value decodes n into v, which is addressable.
-func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) {
+// value decodes n into v, which is addressable, and reports whether it did:
+// v is left as it was (unset) when n could not be decoded.
+func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) bool {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
+	if !d.count(n, path) {
+		return false
+	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return // an empty value: absent
+		return true // an empty value: absent
 	}
 	switch t := v.Type(); {
 	case t == durationType:
-		d.duration(n, path, v)
+		return d.duration(n, path, v)
 	case t == codesType:
-		d.codes(n, path, v)
+		return d.codes(n, path, v)
 	case t.Kind() == reflect.Pointer:
 		e := reflect.New(t.Elem())
-		d.value(n, path, e.Elem())
+		if !d.value(n, path, e.Elem()) {
+			return false
+		}
 		v.Set(e)
 	case t.Kind() == reflect.Struct:
-		d.mapping(n, path, v)
+		return d.mapping(n, path, v)
 	case t.Kind() == reflect.Map:
-		d.keyed(n, path, v)
+		return d.keyed(n, path, v)
 	case t.Kind() == reflect.Int:
 		var i int
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
 			d.fail(n, path, "want an integer, got %s", show(n))
-			return
+			return false
 		}
 		v.SetInt(int64(i))
 	case t.Kind() == reflect.Float64:
 		var f float64
 		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") || n.Decode(&f) != nil {
 			d.fail(n, path, "want a number, got %s", show(n))
-			return
+			return false
 		}
 		v.SetFloat(f)
 	case t.Kind() == reflect.Bool:
 		var b bool
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
 			d.fail(n, path, "want true or false, got %s", show(n))
-			return
+			return false
 		}
 		v.SetBool(b)
 	case t.Kind() == reflect.String:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
 			d.fail(n, path, "want a string, got %s", show(n))
-			return
+			return false
 		}
 		v.SetString(n.Value)
 	default:
 		d.fail(n, path, "cannot be set (%s)", t)
+		return false
 	}
+	return true
 }
 
 // mapping decodes a YAML mapping into a struct, refusing unknown keys.
-func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
+func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) bool {
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, path, "want a mapping of keys to values, got %s", show(n))
-		return
+		return false
 	}
 	fields := fieldsOf(v)
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		kp := join(path, k.Value)
+		if !d.count(k, kp) {
+			return true
+		}
 		if seen[k.Value] {
 			d.fail(k, kp, "appears twice")
 			continue
@@ -141,15 +268,52 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 			d.fail(k, kp, "unknown key (known here: %s)", strings.Join(sortedKeys(fields), ", "))
 			continue
 		}
-		d.value(val, kp, f)
+		d.lines[kp] = k.Line
+		if d.section == "" && sectionTypes[f.Type()] {
+			d.section = kp
+			d.value(val, kp, f)
+			d.section = ""
+			continue
+		}
+		if d.value(val, kp, f) && v.Type() == breakerType {
+			canonicalEnum(k.Value, f)
+		}
 	}
+	return true
+}
+
+// canonicalEnum rewrites a circuitBreaker value that names one of a few
+// choices, written in any case, to its canonical spelling, so that Marshal
+// writes it so.
+func canonicalEnum(key string, f reflect.Value) {
+	if f.Kind() != reflect.Pointer || f.IsNil() || f.Elem().Kind() != reflect.String {
+		return
+	}
+	s := f.Elem().String()
+	switch key {
+	case "keyBy":
+		for _, c := range []string{KeyByService, KeyByMethod} {
+			if strings.EqualFold(s, c) {
+				s = c
+			}
+		}
+	case "slidingWindowType":
+		if wt, err := circuitbreaker.ParseWindowType(s); err == nil {
+			s = wt.String()
+		}
+	case "mode":
+		if m, err := circuitbreaker.ParseMode(s); err == nil {
+			s = m.String()
+		}
+	}
+	f.Elem().SetString(s)
 }
 
 // keyed decodes a YAML mapping into a map[string]*T.
-func (d *decoder) keyed(n *yaml.Node, path string, v reflect.Value) {
+func (d *decoder) keyed(n *yaml.Node, path string, v reflect.Value) bool {
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, path, "want a mapping of names to settings, got %s", show(n))
-		return
+		return false
 	}
 	if v.IsNil() {
 		v.Set(reflect.MakeMap(v.Type()))
@@ -157,6 +321,9 @@ func (d *decoder) keyed(n *yaml.Node, path string, v reflect.Value) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		kp := join(path, k.Value)
+		if !d.count(k, kp) {
+			return true
+		}
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
 			d.fail(k, path, "want a non-empty name as key, got %s", show(k))
 			continue
@@ -165,6 +332,7 @@ func (d *decoder) keyed(n *yaml.Node, path string, v reflect.Value) {
 			d.fail(k, kp, "appears twice")
 			continue
 		}
+		d.lines[kp] = k.Line
 		e := reflect.New(v.Type().Elem()).Elem()
 		d.value(val, kp, e)
 		if e.IsNil() { // `Charge:` with nothing under it
@@ -172,36 +340,49 @@ func (d *decoder) keyed(n *yaml.Node, path string, v reflect.Value) {
 		}
 		v.SetMapIndex(reflect.ValueOf(k.Value), e)
 	}
+	return true
 }
 
-func (d *decoder) duration(n *yaml.Node, path string, v reflect.Value) {
+func (d *decoder) duration(n *yaml.Node, path string, v reflect.Value) bool {
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!int") {
 		d.fail(n, path, "want a duration such as 100ms or 2s, got %s", show(n))
-		return
+		return false
 	}
 	dur, err := time.ParseDuration(n.Value)
 	if err != nil {
-		d.fail(n, path, "want a duration such as 100ms or 2s, got %q", n.Value)
-		return
+		d.fail(n, path, "want a duration such as 100ms or 2s, got %q", clip(n.Value))
+		return false
 	}
 	v.SetInt(int64(dur))
+	return true
 }
 
-func (d *decoder) codes(n *yaml.Node, path string, v reflect.Value) {
+// codes decodes a list of status codes; a list with a code that cannot be
+// read is left unset.
+func (d *decoder) codes(n *yaml.Node, path string, v reflect.Value) bool {
 	if n.Kind != yaml.SequenceNode {
 		d.fail(n, path, "want a list of status codes such as [UNAVAILABLE], got %s", show(n))
-		return
+		return false
 	}
 	cs := make(Codes, 0, len(n.Content))
+	ok := true
 	for i, e := range n.Content {
-		c, ok := parseCode(e.Value)
-		if e.Kind != yaml.ScalarNode || !ok {
-			d.fail(e, path+"["+strconv.Itoa(i)+"]", "unknown status code %s (a gRPC code name such as UNAVAILABLE, or a number 0-16)", show(e))
+		ep := path + "[" + strconv.Itoa(i) + "]"
+		if !d.count(e, ep) {
+			return false
+		}
+		c, known := parseCode(e.Value)
+		if e.Kind != yaml.ScalarNode || !known {
+			d.fail(e, ep, "unknown status code %s (a gRPC code name such as UNAVAILABLE, or a number 0-16)", show(e))
+			ok = false
 			continue
 		}
 		cs = append(cs, c)
 	}
-	v.Set(reflect.ValueOf(cs))
+	if ok {
+		v.Set(reflect.ValueOf(cs))
+	}
+	return ok
 }
 
 // fieldsOf maps the YAML keys of struct v to its fields, inline structs
@@ -237,6 +418,7 @@ func sortedKeys(m map[string]reflect.Value) []string {
 // join appends key to a path, quoting keys that are not plain words
 // (service names have dots).
 func join(path, key string) string {
+	key = clip(key)
 	if !plain(key) {
 		key = strconv.Quote(key)
 	}
@@ -267,11 +449,26 @@ func show(n *yaml.Node) string {
 		return "a list"
 	case yaml.ScalarNode:
 		if n.Tag == "!!str" {
-			return strconv.Quote(n.Value)
+			return strconv.Quote(clip(n.Value))
 		}
-		return n.Value
+		return clip(n.Value)
 	}
 	return "nothing"
+}
+
+// maxShown is how many runes of a key or value a message shows.
+const maxShown = 64
+
+// clip shortens s to maxShown runes, marking the cut with "…".
+func clip(s string) string {
+	r := 0
+	for i := range s {
+		if r == maxShown {
+			return s[:i] + "…"
+		}
+		r++
+	}
+	return s
 }
 
 // Marshal returns the configuration as YAML that [ParseConfig] reads back

@@ -141,13 +141,16 @@ func isSet(p *Policies, section, key string) bool {
 // returns every problem found, each naming its path. [ParseConfig] and [New]
 // call it.
 func (c *Config) Validate() error {
-	if err := c.validate(); err != nil {
-		return fmt.Errorf("grpcmw: config: %w", err)
+	if err := c.validate(nil); err != nil {
+		return configError(unjoin(err)...)
 	}
 	return nil
 }
 
-func (c *Config) validate() error {
+// validate checks c. failed lists, per section path, the keys that could
+// not be read from YAML: a problem that involves one of them is not reported
+// again.
+func (c *Config) validate(failed map[string][]string) error {
 	var errs []error
 	seen := map[string]bool{}
 	add := func(path, problem string) {
@@ -158,7 +161,7 @@ func (c *Config) validate() error {
 		}
 	}
 	c.checkOutlier(add)
-	if t := c.RetryThrottling; t != nil {
+	if t := c.RetryThrottling; t != nil && len(failed["retryThrottling"]) == 0 {
 		if _, err := throttleOf(t); err != nil {
 			var oe *resilience.OptionError
 			for _, e := range unjoin(err) {
@@ -172,7 +175,7 @@ func (c *Config) validate() error {
 	if kb := c.Defaults.CircuitBreaker; kb != nil && kb.KeyBy != nil {
 		checkKeyBy(*kb.KeyBy, "defaults.circuitBreaker.keyBy", add)
 	}
-	checkLevel([]level{defaults}, "defaults", add)
+	checkLevel([]level{defaults}, "defaults", failed, add)
 	for _, name := range sortedNames(c.Services) {
 		svc := c.Services[name]
 		spath := join("services", name)
@@ -186,7 +189,7 @@ func (c *Config) validate() error {
 		if kb := svc.CircuitBreaker; kb != nil && kb.KeyBy != nil {
 			checkKeyBy(*kb.KeyBy, spath+".circuitBreaker.keyBy", add)
 		}
-		checkLevel(sl, spath, add)
+		checkLevel(sl, spath, failed, add)
 		keyBy := *resolve(sl...).CircuitBreaker.KeyBy
 		for _, m := range sortedNames(svc.Methods) {
 			mp := svc.Methods[m]
@@ -198,7 +201,7 @@ func (c *Config) validate() error {
 				continue
 			}
 			checkMethodLevel(mp, mpath, keyBy, add)
-			checkLevel(append(sl, level{path: mpath, p: mp}), mpath, add)
+			checkLevel(append(sl, level{path: mpath, p: mp}), mpath, failed, add)
 		}
 	}
 	return errors.Join(errs...)
@@ -206,7 +209,7 @@ func (c *Config) validate() error {
 
 func checkKeyBy(v, path string, add func(path, problem string)) {
 	if v != KeyByService && v != KeyByMethod {
-		add(path, fmt.Sprintf("must be service or method, got %q", v))
+		add(path, fmt.Sprintf("must be service or method, got %q", clip(v)))
 	}
 }
 
@@ -245,14 +248,31 @@ func setKeys(section any) []string {
 
 // checkLevel resolves levels and checks the result through each policy's
 // Config.Validate,
-// reporting each problem at the level that set the key.
-func checkLevel(levels []level, here string, add func(path, problem string)) {
+// reporting each problem at the level that set the key, unless it involves
+// a key of failed (see validate).
+func checkLevel(levels []level, here string, failed map[string][]string, add func(path, problem string)) {
 	eff := resolve(levels...)
+	// involved reports whether a key that could not be read takes part in
+	// the problem: it is the key, or the problem names it.
+	involved := func(section, key, problem string) bool {
+		key, _, _ = strings.Cut(key, ".")
+		for _, l := range levels {
+			for _, k := range failed[l.path+"."+section] {
+				if k == "" || k == key || strings.Contains(problem, k) {
+					return true
+				}
+			}
+		}
+		return false
+	}
 	report := func(section string, err error) {
 		for _, e := range unjoin(err) {
 			var oe *resilience.OptionError
 			var pe *PathError
 			switch {
+			case errors.As(e, &pe) && involved(section, pe.Path, pe.Problem),
+				errors.As(e, &oe) && involved(section, oe.Option, oe.Problem),
+				!errors.As(e, &pe) && !errors.As(e, &oe) && involved(section, "", e.Error()):
 			case errors.As(e, &pe):
 				add(setAt(levels, section, pe.Path, here), pe.Problem)
 			case errors.As(e, &oe) && oe.Option == "minimumNumberOfCalls" && !setAnywhere(levels, section, oe.Option) && setAnywhere(levels, section, "slidingWindowSize"):
@@ -338,7 +358,7 @@ func formatValue(v any) string {
 		return d.String()
 	}
 	if s, ok := v.(string); ok {
-		return fmt.Sprintf("%q", s)
+		return fmt.Sprintf("%q", clip(s))
 	}
 	return fmt.Sprint(v)
 }
