@@ -12,20 +12,6 @@ import (
 	"github.com/meshless/meshless/resilience"
 )
 
-// State is a breaker's state; see [Breaker.State].
-type State = resilience.CircuitState
-
-// The states of a breaker. The first three are the automatic ones; the last
-// three are set by configuration ([WithMode]) or by hand.
-const (
-	StateClosed      = resilience.CircuitClosed
-	StateOpen        = resilience.CircuitOpen
-	StateHalfOpen    = resilience.CircuitHalfOpen
-	StateDisabled    = resilience.CircuitDisabled
-	StateForcedOpen  = resilience.CircuitForcedOpen
-	StateMetricsOnly = resilience.CircuitMetricsOnly
-)
-
 // Breaker is a circuit breaker with Resilience4j's semantics: a count- or
 // time-based sliding window, failure-rate and slow-call-rate thresholds,
 // half-open probes, and the operational states of [Mode]. It is safe for
@@ -369,7 +355,7 @@ func (b *Breaker) recordProbe(ctx context.Context, p *period, o resilience.Outco
 			if reason, over := b.exceeded(p.probes, n); over {
 				ev = b.transitionLocked(p, StateOpen, reason, p.reopens+1)
 			} else {
-				ev = b.transitionLocked(p, StateClosed, resilience.ReasonProbesSucceeded, 0)
+				ev = b.transitionLocked(p, StateClosed, ReasonProbesSucceeded, 0)
 			}
 		}
 	}
@@ -380,22 +366,22 @@ func (b *Breaker) recordProbe(ctx context.Context, p *period, o resilience.Outco
 // exceeded applies the thresholds to n, as Resilience4j does: no decision
 // below min calls, then failure rate, then slow-call rate, each opening at
 // or above its threshold.
-func (b *Breaker) exceeded(n counts, min int64) (resilience.Reason, bool) {
+func (b *Breaker) exceeded(n counts, min int64) (Reason, bool) {
 	if n.calls == 0 || n.calls < min {
-		return resilience.ReasonNone, false
+		return ReasonNone, false
 	}
 	if float64(n.failures)*100/float64(n.calls) >= b.config().FailureRateThreshold {
-		return resilience.ReasonFailureRate, true
+		return ReasonFailureRate, true
 	}
 	if float64(n.slow)*100/float64(n.calls) >= b.config().SlowCallRateThreshold {
-		return resilience.ReasonSlowCallRate, true
+		return ReasonSlowCallRate, true
 	}
-	return resilience.ReasonNone, false
+	return ReasonNone, false
 }
 
 // transitionLocked replaces period from with a new period in state to and
 // returns the transition's event. Called with b.mu held.
-func (b *Breaker) transitionLocked(from *period, to State, reason resilience.Reason, reopens int) resilience.Event {
+func (b *Breaker) transitionLocked(from *period, to State, reason Reason, reopens int) resilience.Event {
 	if from.timer != nil {
 		from.timer.Stop()
 	}
@@ -417,12 +403,12 @@ func (b *Breaker) newPeriodLocked(s State, reopens int) *period {
 	case StateOpen:
 		wait := b.openWait(reopens)
 		p.reject = &OpenError{Name: c.Name, State: s, Until: now.Add(wait)}
-		p.timer = c.clock.AfterFunc(wait, func() { b.expire(p, StateHalfOpen, resilience.ReasonWaitElapsed, p.reopens) })
+		p.timer = c.clock.AfterFunc(wait, func() { b.expire(p, StateHalfOpen, ReasonWaitElapsed, p.reopens) })
 	case StateHalfOpen:
 		p.permits = c.PermittedNumberOfCallsInHalfOpenState
 		p.reject = &OpenError{Name: c.Name, State: s}
 		if c.MaxWaitDurationInHalfOpenState > 0 {
-			p.timer = c.clock.AfterFunc(c.MaxWaitDurationInHalfOpenState, func() { b.expire(p, StateOpen, resilience.ReasonHalfOpenTimeout, p.reopens+1) })
+			p.timer = c.clock.AfterFunc(c.MaxWaitDurationInHalfOpenState, func() { b.expire(p, StateOpen, ReasonHalfOpenTimeout, p.reopens+1) })
 		}
 	case StateForcedOpen:
 		p.reject = &OpenError{Name: c.Name, State: s}
@@ -431,7 +417,7 @@ func (b *Breaker) newPeriodLocked(s State, reopens int) *period {
 }
 
 // expire is a period's timer firing: it moves p on if p is still current.
-func (b *Breaker) expire(p *period, to State, reason resilience.Reason, reopens int) {
+func (b *Breaker) expire(p *period, to State, reason Reason, reopens int) {
 	var ev resilience.Event
 	b.mu.Lock()
 	if b.cur.Load() == p {
@@ -492,7 +478,7 @@ func (b *Breaker) manual(to State) {
 	b.mu.Lock()
 	from := b.cur.Load()
 	if from.state != to || to == StateClosed {
-		ev = b.transitionLocked(from, to, resilience.ReasonManual, 0)
+		ev = b.transitionLocked(from, to, ReasonManual, 0)
 	}
 	b.mu.Unlock()
 	if ev.From != ev.To {

@@ -5,10 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/resilience/resiliencetest"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -177,18 +177,18 @@ func rates(rs []rec) (calls, failed, slow, slowFailed int) {
 }
 
 // over applies the thresholds; it returns the reason, or "".
-func (m *refModel) over(rs []rec, min int) resilience.Reason {
+func (m *refModel) over(rs []rec, min int) circuitbreaker.Reason {
 	calls, failed, slow, _ := rates(rs)
 	if calls == 0 || calls < min {
-		return resilience.ReasonNone
+		return circuitbreaker.ReasonNone
 	}
 	if float64(failed)*100/float64(calls) >= m.c.failureRate {
-		return resilience.ReasonFailureRate
+		return circuitbreaker.ReasonFailureRate
 	}
 	if float64(slow)*100/float64(calls) >= m.c.slowRate {
-		return resilience.ReasonSlowCallRate
+		return circuitbreaker.ReasonSlowCallRate
 	}
-	return resilience.ReasonNone
+	return circuitbreaker.ReasonNone
 }
 
 func (m *refModel) openWait() time.Duration {
@@ -274,7 +274,7 @@ func (m *refModel) finish(p modelPermit, o resilience.Outcome) {
 		if len(m.probes) < m.c.permits {
 			return
 		}
-		if reason := m.over(m.probes, m.c.permits); reason != resilience.ReasonNone {
+		if reason := m.over(m.probes, m.c.permits); reason != circuitbreaker.ReasonNone {
 			m.enter(circuitbreaker.StateOpen, m.reopens+1)
 		} else {
 			m.enter(circuitbreaker.StateClosed, 0)
@@ -285,7 +285,7 @@ func (m *refModel) finish(p modelPermit, o resilience.Outcome) {
 		return
 	}
 	m.window = append(m.window, r)
-	if m.state == circuitbreaker.StateClosed && m.over(m.live(), m.c.minCalls) != resilience.ReasonNone {
+	if m.state == circuitbreaker.StateClosed && m.over(m.live(), m.c.minCalls) != circuitbreaker.ReasonNone {
 		m.enter(circuitbreaker.StateOpen, 0)
 	}
 }

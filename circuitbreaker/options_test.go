@@ -101,3 +101,18 @@ func TestParseNames(t *testing.T) {
 		t.Errorf("ParseMode(OFF) error = %v", err)
 	}
 }
+
+func TestStateAndReasonNames(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{circuitbreaker.StateHalfOpen.String(), "HALF_OPEN"},
+		{circuitbreaker.StateMetricsOnly.String(), "METRICS_ONLY"},
+		{circuitbreaker.State(77).String(), "State(77)"},
+		{circuitbreaker.ReasonSlowCallRate.String(), "slow_call_rate"},
+		{circuitbreaker.Reason(99).String(), "Reason(99)"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}

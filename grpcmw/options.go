@@ -13,9 +13,6 @@ type options struct {
 	serverSide      bool // NewServer: bulkheads only
 }
 
-// Observer is a resilience.Observer, named here for the server options.
-type Observer = resilience.Observer
-
 func defaultOptions() options {
 	return options{clock: resilience.SystemClock(), maxMethods: 10000}
 }

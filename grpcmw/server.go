@@ -48,7 +48,7 @@ func WithPushback(d time.Duration) ServerOption {
 }
 
 // WithServerObserver sends the server's bulkhead events to obs.
-func WithServerObserver(obs Observer) ServerOption {
+func WithServerObserver(obs resilience.Observer) ServerOption {
 	return serverOptionFunc(func(o *serverOptions) { o.chain = append(o.chain, WithObserver(obs)) })
 }
 

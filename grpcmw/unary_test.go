@@ -19,6 +19,7 @@ import (
 	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/resilience/resiliencetest"
+	"github.com/meshless/meshless/retry"
 	"github.com/meshless/meshless/timeout"
 )
 
@@ -101,7 +102,7 @@ defaults:
 		t.Fatalf("%d retries scheduled after a rejection (each would wait 10s)", len(r))
 	}
 	d := obs.Events(resilience.EventRetryDone)
-	if len(d) != 1 || d[0].Reason != resilience.ReasonRejected || d[0].Attempt != 1 {
+	if len(d) != 1 || d[0].Reason != retry.ReasonRejected || d[0].Attempt != 1 {
 		t.Fatalf("retry done %+v, want one attempt, rejected", d)
 	}
 }
@@ -305,7 +306,7 @@ defaults:
 		}
 	}
 	tr := obs.Events(resilience.EventTransition)
-	if len(tr) != 1 || tr[0].To != circuitbreaker.StateOpen || tr[0].Reason != resilience.ReasonSlowCallRate {
+	if len(tr) != 1 || tr[0].To != circuitbreaker.StateOpen || tr[0].Reason != circuitbreaker.ReasonSlowCallRate {
 		t.Fatalf("transitions %+v, want CLOSED->OPEN on the slow-call rate", tr)
 	}
 }

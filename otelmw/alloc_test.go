@@ -51,10 +51,10 @@ func TestRecordingDoesNotAllocate(t *testing.T) {
 			breaker.Record(ctx, resilience.Event{Type: resilience.EventCall, Outcome: resilience.Failure, Slow: true})
 		}},
 		{"breaker rejection, no recording span", func() {
-			breaker.Record(ctx, resilience.Event{Type: resilience.EventRejection, State: resilience.CircuitOpen})
+			breaker.Record(ctx, resilience.Event{Type: resilience.EventRejection, State: circuitbreaker.StateOpen})
 		}},
 		{"breaker transition, after its first", func() {
-			breaker.Record(ctx, resilience.Event{Type: resilience.EventTransition, From: resilience.CircuitOpen, To: resilience.CircuitHalfOpen})
+			breaker.Record(ctx, resilience.Event{Type: resilience.EventTransition, From: circuitbreaker.StateOpen, To: circuitbreaker.StateHalfOpen})
 		}},
 		{"bulkhead acquire and release", func() {
 			bh.Record(ctx, resilience.Event{Type: resilience.EventAcquired})

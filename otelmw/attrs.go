@@ -3,6 +3,8 @@ package otelmw
 import (
 	"strings"
 
+	"github.com/meshless/meshless/circuitbreaker"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -32,20 +34,24 @@ const (
 const otherValue = "_OTHER"
 
 // stateValues are the values of meshless.circuit_breaker.state, indexed by
-// resilience.CircuitState.
-var stateValues = func() (v [len(resilience.CircuitStates)]string) {
-	for i, s := range resilience.CircuitStates {
+// circuitbreaker.State.
+var stateValues = func() (v [len(circuitbreaker.States)]string) {
+	for i, s := range circuitbreaker.States {
 		v[i] = strings.ToLower(s.String())
 	}
 	return v
 }()
 
-// stateValue returns the attribute value of s: "closed", "half_open", ...
-func stateValue(s resilience.CircuitState) string {
-	if int(s) < len(stateValues) {
+// stateValue returns the attribute value of a breaker state: "closed",
+// "half_open", ...
+func stateValue(l resilience.Label) string {
+	if s, ok := l.(circuitbreaker.State); ok && int(s) < len(stateValues) {
 		return stateValues[s]
 	}
-	return strings.ToLower(s.String())
+	if l == nil {
+		return "unknown"
+	}
+	return strings.ToLower(l.String())
 }
 
 // newSet returns the set of base and extra. It copies them first:

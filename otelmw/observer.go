@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/meshless/meshless/circuitbreaker"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -83,8 +85,8 @@ type gauged struct {
 	kind     resilience.Kind
 	key      string // the instance's name
 	snapshot func() resilience.Snapshot
-	name     []metric.ObserveOption                                // the instance's name alone
-	states   [len(resilience.CircuitStates)][]metric.ObserveOption // breaker: name + each state
+	name     []metric.ObserveOption                             // the instance's name alone
+	states   [len(circuitbreaker.States)][]metric.ObserveOption // breaker: name + each state
 }
 
 // New returns an Observer that records with a meter named [ScopeName] from
@@ -232,7 +234,7 @@ func (o *Observer) Attach(src resilience.Source) resilience.Recorder {
 		r.zero()
 		if src.Snapshot != nil {
 			g := &gauged{kind: src.Kind, key: src.Name, snapshot: src.Snapshot, name: observeOpts(r.base)}
-			for i, st := range resilience.CircuitStates {
+			for i, st := range circuitbreaker.States {
 				g.states[i] = observeOpts(r.base, attrState.String(stateValue(st)))
 			}
 			r.g = g
@@ -308,7 +310,7 @@ func (o *Observer) observe(_ context.Context, ob metric.Observer) error {
 	}
 	type sums struct {
 		g            *gauged // the first instance of the name: its option slices
-		states       [len(resilience.CircuitStates)]int64
+		states       [len(circuitbreaker.States)]int64
 		failure, slo float64
 		limit        int64
 	}
@@ -325,7 +327,7 @@ func (o *Observer) observe(_ context.Context, ob metric.Observer) error {
 		s := g.snapshot()
 		switch g.kind {
 		case resilience.KindCircuitBreaker:
-			for i, st := range resilience.CircuitStates {
+			for i, st := range circuitbreaker.States {
 				if s.State == st {
 					a.states[i]++
 				}
@@ -339,7 +341,7 @@ func (o *Observer) observe(_ context.Context, ob metric.Observer) error {
 		a := byName[k]
 		switch k.kind {
 		case resilience.KindCircuitBreaker:
-			for i := range resilience.CircuitStates {
+			for i := range circuitbreaker.States {
 				ob.ObserveInt64(o.breakerState, a.states[i], a.g.states[i]...)
 			}
 			if a.failure >= 0 {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/meshless/meshless/circuitbreaker"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -15,7 +17,7 @@ import (
 // Attach; Record picks one and records. None allocates per event except
 // the span events of the failure path.
 
-const nStates = len(resilience.CircuitStates)
+const nStates = len(circuitbreaker.States)
 
 // breakerRecorder records a circuit breaker's calls, rejections and
 // transitions.
@@ -64,10 +66,12 @@ func (r *breakerRecorder) Record(ctx context.Context, e resilience.Event) {
 	}
 }
 
-func (r *breakerRecorder) transition(from, to resilience.CircuitState) []metric.AddOption {
-	if int(from) >= nStates || int(to) >= nStates {
+func (r *breakerRecorder) transition(fromL, toL resilience.Label) []metric.AddOption {
+	from, ok1 := fromL.(circuitbreaker.State)
+	to, ok2 := toL.(circuitbreaker.State)
+	if !ok1 || !ok2 || int(from) >= nStates || int(to) >= nStates {
 		// A state this package does not know: build its set each time.
-		return addOpts(r.base, attrPreviousState.String(stateValue(from)), attrState.String(stateValue(to)))
+		return addOpts(r.base, attrPreviousState.String(stateValue(fromL)), attrState.String(stateValue(toL)))
 	}
 	p := &r.trans[from][to]
 	if opts := p.Load(); opts != nil {
@@ -268,11 +272,11 @@ func (r *breakerRecorder) zero() {
 	r.o.breakerCalls.Add(ctx, 0, r.rejected...)
 	// The automatic transitions; manual ones are rare and counted from their
 	// first occurrence.
-	for _, t := range [...][2]resilience.CircuitState{
-		{resilience.CircuitClosed, resilience.CircuitOpen},
-		{resilience.CircuitOpen, resilience.CircuitHalfOpen},
-		{resilience.CircuitHalfOpen, resilience.CircuitClosed},
-		{resilience.CircuitHalfOpen, resilience.CircuitOpen},
+	for _, t := range [...][2]circuitbreaker.State{
+		{circuitbreaker.StateClosed, circuitbreaker.StateOpen},
+		{circuitbreaker.StateOpen, circuitbreaker.StateHalfOpen},
+		{circuitbreaker.StateHalfOpen, circuitbreaker.StateClosed},
+		{circuitbreaker.StateHalfOpen, circuitbreaker.StateOpen},
 	} {
 		r.o.breakerTransitions.Add(ctx, 0, r.transition(t[0], t[1])...)
 	}

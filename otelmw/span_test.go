@@ -137,7 +137,7 @@ func TestWithoutSpanEvents(t *testing.T) {
 		obs.Attach(resilience.Source{Kind: resilience.KindRetry, Name: "m"}).
 			Record(ctx, resilience.Event{Type: resilience.EventRetry, Attempt: 2, Err: errBoom})
 		obs.Attach(resilience.Source{Kind: resilience.KindCircuitBreaker, Name: "b"}).
-			Record(ctx, resilience.Event{Type: resilience.EventRejection, State: resilience.CircuitOpen})
+			Record(ctx, resilience.Event{Type: resilience.EventRejection, State: circuitbreaker.StateOpen})
 	})
 	if len(got) != 0 {
 		t.Errorf("span events %q with WithoutSpanEvents", got)

@@ -76,8 +76,9 @@ type Source struct {
 
 // Snapshot is a point-in-time reading of a policy instance's gauges.
 type Snapshot struct {
-	// State is a circuit breaker's state.
-	State CircuitState
+	// State is the policy's state (circuitbreaker.State for a breaker), nil
+	// for policies without one.
+	State Label
 	// FailureRate and SlowCallRate are a breaker's rates in percent, or -1
 	// while its window holds fewer than the minimum number of calls.
 	FailureRate, SlowCallRate float64
@@ -149,8 +150,8 @@ const (
 	EventRetry
 	// EventRetryDone: a retry policy's logical call is over. Attempt is the
 	// number of attempts made, Outcome the final outcome, Err the error
-	// returned, Reason why no further attempt was made (ReasonNone after a
-	// success).
+	// returned, Reason why no further attempt was made (retry.ReasonNone
+	// after a success).
 	EventRetryDone
 	// EventAcquired: a bulkhead admitted a call. Duration is the time it
 	// waited for its permit.
@@ -202,10 +203,11 @@ type Event struct {
 	// slow-call threshold, whatever its outcome.
 	Slow bool
 	// From and To are a transition's states; State is the state that
-	// rejected a call.
-	From, To, State CircuitState
-	// Reason says why a transition happened.
-	Reason Reason
+	// rejected a call. The policy defines them (circuitbreaker.State).
+	From, To, State Label
+	// Reason says why a transition happened (circuitbreaker.Reason) or why a
+	// retry policy stopped (retry.Reason).
+	Reason Label
 	// Err is the error of a rejection, an attempt or a call.
 	Err error
 	// ErrorType names a failed call's error for metrics (OpenTelemetry's
@@ -215,86 +217,16 @@ type Event struct {
 	ErrorType string
 }
 
-// CircuitState is a circuit breaker's state. Package circuitbreaker
-// re-exports it as circuitbreaker.State with its constants.
-type CircuitState uint8
-
-const (
-	CircuitClosed CircuitState = iota
-	CircuitOpen
-	CircuitHalfOpen
-	CircuitDisabled
-	CircuitForcedOpen
-	CircuitMetricsOnly
-)
-
-// CircuitStates lists every state, in order, for one-hot gauges.
-var CircuitStates = [...]CircuitState{
-	CircuitClosed, CircuitOpen, CircuitHalfOpen,
-	CircuitDisabled, CircuitForcedOpen, CircuitMetricsOnly,
-}
-
-var circuitStateNames = [...]string{"CLOSED", "OPEN", "HALF_OPEN", "DISABLED", "FORCED_OPEN", "METRICS_ONLY"}
-
-// String returns the state's name as Resilience4j spells it: "CLOSED",
-// "OPEN", "HALF_OPEN", "DISABLED", "FORCED_OPEN" or "METRICS_ONLY".
-func (s CircuitState) String() string {
-	if int(s) < len(circuitStateNames) {
-		return circuitStateNames[s]
-	}
-	return "CircuitState(" + strconv.Itoa(int(s)) + ")"
-}
-
-// Reason says why a breaker changed state.
-type Reason uint8
-
-const (
-	ReasonNone Reason = iota
-	// ReasonFailureRate: the failure rate reached its threshold.
-	ReasonFailureRate
-	// ReasonSlowCallRate: the slow-call rate reached its threshold.
-	ReasonSlowCallRate
-	// ReasonWaitElapsed: the wait in the open state is over.
-	ReasonWaitElapsed
-	// ReasonProbesSucceeded: the half-open probes were healthy enough.
-	ReasonProbesSucceeded
-	// ReasonHalfOpenTimeout: the probes took longer than the maximum wait in
-	// the half-open state.
-	ReasonHalfOpenTimeout
-	// ReasonManual: an operator or program asked for the state.
-	ReasonManual
-
-	// The reasons a retry policy stops (EventRetryDone).
-
-	// ReasonMaxAttempts: the attempts allowed are spent.
-	ReasonMaxAttempts
-	// ReasonNotRetryable: the error is not one to retry.
-	ReasonNotRetryable
-	// ReasonRejected: a policy rejected the call locally; rejections are never
-	// retried.
-	ReasonRejected
-	// ReasonContextDone: the caller's context ended.
-	ReasonContextDone
-	// ReasonDeadline: the next backoff does not fit before the deadline.
-	ReasonDeadline
-	// ReasonPushback: the server asked not to retry.
-	ReasonPushback
-	// ReasonThrottled: retry throttling is holding retries back.
-	ReasonThrottled
-	// ReasonCommitted: the call had already delivered responses (a stream),
-	// so it could not be replayed.
-	ReasonCommitted
-)
-
-var reasonNames = [...]string{
-	"none", "failure_rate", "slow_call_rate", "wait_elapsed", "probes_succeeded", "half_open_timeout", "manual",
-	"max_attempts", "not_retryable", "rejected", "context_done", "deadline", "pushback", "throttled", "committed",
-}
-
-// String returns the reason's name, e.g. "failure_rate".
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return "Reason(" + strconv.Itoa(int(r)) + ")"
+// Label is a word of a policy's own vocabulary carried by an [Event] or a
+// [Snapshot]: a breaker's state, why it changed state, why a retry stopped.
+// Each policy package defines its labels as small constants
+// (circuitbreaker.State and circuitbreaker.Reason, retry.Reason), so the core
+// names none of them; String returns the name used in metrics and logs.
+// Compare a label with a policy's constant directly:
+//
+//	if e.To == circuitbreaker.StateOpen { ... }
+//
+// Labels are one-byte values, so carrying one in an event does not allocate.
+type Label interface {
+	String() string
 }

@@ -59,3 +59,12 @@ func TestInvalidOptionsAreErrorsThatNameThem(t *testing.T) {
 		t.Errorf("a bad maxTokens also blames tokenRatio: %v", err)
 	}
 }
+
+func TestReasonNames(t *testing.T) {
+	if got := retry.ReasonThrottled.String(); got != "throttled" {
+		t.Errorf("ReasonThrottled = %q", got)
+	}
+	if got := retry.Reason(99).String(); got != "Reason(99)" {
+		t.Errorf("Reason(99) = %q", got)
+	}
+}

@@ -117,11 +117,11 @@ func (a *Attempts) Next(err error) (time.Duration, bool) {
 		if c.throttle != nil {
 			c.throttle.success()
 		}
-		a.finish(nil, resilience.ReasonNone)
+		a.finish(nil, ReasonNone)
 		return 0, false
 	}
 	reason, wait := r.next(a.ctx, a.n, err, &a.sincePushback)
-	if reason != resilience.ReasonNone {
+	if reason != ReasonNone {
 		a.finish(err, reason)
 		return 0, false
 	}
@@ -150,14 +150,14 @@ func (a *Attempts) Done(err error) {
 		if c.throttle != nil {
 			c.throttle.success()
 		}
-		a.finish(nil, resilience.ReasonNone)
+		a.finish(nil, ReasonNone)
 	case resilience.IsRejection(err) || a.ctx.Err() != nil || !c.retryable(err):
-		a.finish(err, resilience.ReasonNotRetryable)
+		a.finish(err, ReasonNotRetryable)
 	default:
 		if c.throttle != nil {
 			c.throttle.failure()
 		}
-		a.finish(err, resilience.ReasonCommitted)
+		a.finish(err, ReasonCommitted)
 	}
 }
 
@@ -167,45 +167,45 @@ func (a *Attempts) Wait(d time.Duration) bool {
 	if a.r.sleep(a.ctx, d) {
 		return true
 	}
-	a.finish(a.lastErr, resilience.ReasonContextDone)
+	a.finish(a.lastErr, ReasonContextDone)
 	return false
 }
 
-func (a *Attempts) finish(err error, reason resilience.Reason) {
+func (a *Attempts) finish(err error, reason Reason) {
 	a.over = true
 	a.r.done(a.ctx, a.n, err, reason)
 }
 
 // next decides whether to retry after attempt failed with err: it returns
 // the reason to stop, or ReasonNone and the wait before the next attempt.
-func (r *Retry) next(ctx context.Context, attempt int, err error, sincePushback *int) (resilience.Reason, time.Duration) {
+func (r *Retry) next(ctx context.Context, attempt int, err error, sincePushback *int) (Reason, time.Duration) {
 	c := &r.cfg
 	switch {
 	case resilience.IsRejection(err):
-		return resilience.ReasonRejected, 0 // local refusals take no token either
+		return ReasonRejected, 0 // local refusals take no token either
 	case ctx.Err() != nil:
-		return resilience.ReasonContextDone, 0
+		return ReasonContextDone, 0
 	case !c.retryable(err):
-		return resilience.ReasonNotRetryable, 0
+		return ReasonNotRetryable, 0
 	}
 	if c.throttle != nil {
 		c.throttle.failure()
 	}
 	if attempt >= c.MaxAttempts {
-		return resilience.ReasonMaxAttempts, 0
+		return ReasonMaxAttempts, 0
 	}
 	var wait time.Duration
 	pushed := false
 	if c.pushback != nil {
 		if d, ok := c.pushback(err); ok {
 			if d < 0 {
-				return resilience.ReasonPushback, 0
+				return ReasonPushback, 0
 			}
 			wait, pushed = d, true
 		}
 	}
 	if c.throttle != nil && !c.throttle.allow() {
-		return resilience.ReasonThrottled, 0
+		return ReasonThrottled, 0
 	}
 	if pushed {
 		*sincePushback = 0
@@ -216,9 +216,9 @@ func (r *Retry) next(ctx context.Context, attempt int, err error, sincePushback 
 	// Deadlines are real time (a synctest bubble's in tests), whatever clock
 	// the backoff waits on.
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
-		return resilience.ReasonDeadline, 0
+		return ReasonDeadline, 0
 	}
-	return resilience.ReasonNone, wait
+	return ReasonNone, wait
 }
 
 // backoff returns the wait before retry n (0 for the first retry):
@@ -256,7 +256,7 @@ func (r *Retry) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (r *Retry) done(ctx context.Context, attempts int, err error, reason resilience.Reason) {
+func (r *Retry) done(ctx context.Context, attempts int, err error, reason Reason) {
 	if r.rec != nil {
 		r.rec.Record(ctx, resilience.Event{
 			Type: resilience.EventRetryDone, Attempt: attempts, Err: err,

@@ -74,7 +74,7 @@ func TestAttemptsCountTheFirstCall(t *testing.T) {
 			t.Fatalf("%d retry events, want 3", n)
 		}
 		done := obs.Events(resilience.EventRetryDone)
-		if len(done) != 1 || done[0].Attempt != 4 || done[0].Reason != resilience.ReasonMaxAttempts || done[0].Outcome != resilience.Failure {
+		if len(done) != 1 || done[0].Attempt != 4 || done[0].Reason != retry.ReasonMaxAttempts || done[0].Outcome != resilience.Failure {
 			t.Fatalf("done events = %+v, want one after 4 attempts, max_attempts, failure", done)
 		}
 		if src := obs.Sources(); len(src) != 1 || src[0].Kind != resilience.KindRetry || src[0].Name != "pkg.Svc/Get" {
@@ -170,7 +170,7 @@ func TestNeverRetriesARejection(t *testing.T) {
 		if !errors.Is(err, circuitbreaker.ErrOpen) || len(dep.calls) != 1 || time.Since(start) != 0 {
 			t.Fatalf("err %v after %d calls and %v; want the rejection at once, unretried", err, len(dep.calls), time.Since(start))
 		}
-		if d := obs.Events(resilience.EventRetryDone); d[0].Reason != resilience.ReasonRejected {
+		if d := obs.Events(resilience.EventRetryDone); d[0].Reason != retry.ReasonRejected {
 			t.Fatalf("reason %v, want rejected", d[0].Reason)
 		}
 	})
@@ -252,7 +252,7 @@ func TestNoBackoffThatPassesTheDeadline(t *testing.T) {
 		if err != errUnavailable || len(dep.calls) != 2 || time.Since(start) != 100*time.Millisecond {
 			t.Fatalf("err %v, %d calls, returned after %v; want 2 calls, back at 100ms", err, len(dep.calls), time.Since(start))
 		}
-		if d := obs.Events(resilience.EventRetryDone); d[0].Reason != resilience.ReasonDeadline {
+		if d := obs.Events(resilience.EventRetryDone); d[0].Reason != retry.ReasonDeadline {
 			t.Fatalf("reason %v, want deadline", d[0].Reason)
 		}
 	})
@@ -283,7 +283,7 @@ func TestPushback(t *testing.T) {
 		if err := r.Execute(t.Context(), dep.call); len(dep.calls) != 1 || err == nil {
 			t.Fatalf("a negative pushback was retried: %d calls", len(dep.calls))
 		}
-		if d := obs.Events(resilience.EventRetryDone); d[0].Reason != resilience.ReasonPushback {
+		if d := obs.Events(resilience.EventRetryDone); d[0].Reason != retry.ReasonPushback {
 			t.Fatalf("reason %v, want pushback", d[0].Reason)
 		}
 	})
@@ -394,7 +394,7 @@ func TestAttemptsDoneEndsTheCallWithoutRetry(t *testing.T) {
 		t.Fatal("Next after Done offers a retry")
 	}
 	d := obs.Events(resilience.EventRetryDone)
-	if len(d) != 1 || d[0].Attempt != 2 || d[0].Reason != resilience.ReasonCommitted {
+	if len(d) != 1 || d[0].Attempt != 2 || d[0].Reason != retry.ReasonCommitted {
 		t.Fatalf("done events %+v, want one, after 2 attempts, committed", d)
 	}
 	if th.Tokens() != 8 {

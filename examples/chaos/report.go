@@ -21,9 +21,9 @@ type transition struct {
 	At       time.Duration // since the start
 	Phase    int           // of the schedule at At; len(schedule) after it
 	Client   string
-	Breaker  string // its key: the service's name
-	From, To circuitbreaker.State
-	Reason   resilience.Reason
+	Breaker  string           // its key: the service's name
+	From, To resilience.Label // circuitbreaker.State
+	Reason   resilience.Label // circuitbreaker.Reason
 }
 
 // breakerView is what the story says about the meshless client's breaker:
@@ -166,13 +166,13 @@ func (s *story) explain(tr transition) string {
 	switch {
 	case tr.From == circuitbreaker.StateHalfOpen && tr.To == circuitbreaker.StateOpen:
 		return "the probes failed; rejecting calls again, the wait doubled up to maxWaitDurationInOpenState"
-	case tr.Reason == resilience.ReasonFailureRate:
+	case tr.Reason == circuitbreaker.ReasonFailureRate:
 		return fmt.Sprintf("%g%% or more of the last %d attempts failed; rejecting calls for %v", b.FailureRate, b.Window, b.OpenWait)
-	case tr.Reason == resilience.ReasonSlowCallRate:
+	case tr.Reason == circuitbreaker.ReasonSlowCallRate:
 		return fmt.Sprintf("%g%% or more of the last %d attempts took over %v; rejecting calls for %v", b.SlowRate, b.Window, b.SlowCall, b.OpenWait)
-	case tr.Reason == resilience.ReasonWaitElapsed:
+	case tr.Reason == circuitbreaker.ReasonWaitElapsed:
 		return fmt.Sprintf("open for %v; letting %d probes through", (tr.At - s.opened[tr.Breaker]).Round(10*time.Millisecond), b.Probes)
-	case tr.Reason == resilience.ReasonProbesSucceeded:
+	case tr.Reason == circuitbreaker.ReasonProbesSucceeded:
 		return "the probes passed; calls flow again"
 	}
 	return tr.Reason.String()

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshless/meshless/resilience/resiliencetest"
 	"go.uber.org/goleak"
+
+	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -28,7 +28,7 @@ func ExampleClock() {
 func ExampleObserver() {
 	var obs resiliencetest.Observer
 	rec := obs.Attach(resilience.Source{Kind: resilience.KindCircuitBreaker, Name: "payments"})
-	rec.Record(context.Background(), resilience.Event{Type: resilience.EventTransition, From: resilience.CircuitClosed, To: resilience.CircuitOpen})
+	rec.Record(context.Background(), resilience.Event{Type: resilience.EventTransition, From: label("CLOSED"), To: label("OPEN")})
 	for _, e := range obs.Events(resilience.EventTransition) {
 		fmt.Println(e.From, "->", e.To)
 	}
@@ -45,3 +45,8 @@ func ExampleObserver_Trace() {
 	fmt.Println(obs.Trace())
 	// Output: [timeout/attempt:call circuit_breaker:call]
 }
+
+// label stands in for a policy's own state type.
+type label string
+
+func (l label) String() string { return string(l) }
