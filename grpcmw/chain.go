@@ -20,8 +20,9 @@ import (
 // Chain is safe for concurrent use.
 type Chain struct {
 	opts    options
-	monitor *outlier.Monitor // the outlier balancer's, when outlierDetection is on
-	mu      sync.Mutex       // serialises Reload and the first call of a method
+	monitor *outlier.Monitor    // the outlier balancer's, when outlierDetection is on
+	ejects  resilience.Recorder // the observer's recorder of the monitor's events
+	mu      sync.Mutex          // serialises Reload and the first call of a method
 	state   atomic.Pointer[state]
 }
 
@@ -86,8 +87,11 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 	}
 	c.state.Store(st)
 	if _, on := st.cfg.outlierConfig(); on && !o.serverSide {
-		c.monitor, err = outlier.NewMonitor(outlier.WithClock(o.clock), outlier.WithListener(o.outlierListener))
+		c.ejects = resilience.Attach(o.observer, resilience.Source{Kind: resilience.KindOutlier, Name: "outlier"})
+		c.monitor, err = outlier.NewMonitor(outlier.WithClock(o.clock),
+			outlier.WithListener(ejectionListener{user: o.outlierListener, rec: c.ejects}))
 		if err != nil {
+			resilience.Release(c.ejects)
 			return nil, fmt.Errorf("grpcmw: outlierDetection: %w", err)
 		}
 	}
@@ -292,6 +296,7 @@ func (c *Chain) Close() {
 	}
 	if c.monitor != nil {
 		c.monitor.Close()
+		resilience.Release(c.ejects)
 	}
 }
 

@@ -1,5 +1,10 @@
 package grpcmw
 
+import (
+	"github.com/meshless/meshless/grpcmw/outlier"
+	"github.com/meshless/meshless/resilience"
+)
+
 // MethodsInUse returns how many entries c's method table holds.
 func MethodsInUse(c *Chain) int {
 	c.mu.Lock()
@@ -9,3 +14,8 @@ func MethodsInUse(c *Chain) int {
 
 // Chain returns the chain behind s.
 func (s *Server) Chain() *Chain { return s.c }
+
+// EjectionListener is the listener a chain gives its outlier monitor.
+func EjectionListener(user outlier.Listener, rec resilience.Recorder) outlier.Listener {
+	return ejectionListener{user: user, rec: rec}
+}

@@ -38,7 +38,11 @@ func WithObserver(obs resilience.Observer) Option {
 func WithClock(clk resilience.Clock) Option { return optionFunc(func(o *options) { o.clock = clk }) }
 
 // WithOutlierListener sends the outlier balancer's ejections and returns to
-// l (otelmw.NewOutlierListener records them as metrics). Default none.
+// l as well. The chain's observer ([WithObserver]) receives them anyway, as
+// resilience.EventEjected and EventReturned events of a KindOutlier source,
+// and otelmw's Observer records them as the meshless.outlier.* metrics: do
+// not also pass otelmw.NewOutlierListener here, or each ejection is counted
+// twice. Default none.
 func WithOutlierListener(l outlier.Listener) Option {
 	return optionFunc(func(o *options) { o.outlierListener = l })
 }

@@ -1,6 +1,7 @@
 package grpcmw
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	_ "google.golang.org/grpc/health" // client-side health checking, turned on by the service config
 
 	"github.com/meshless/meshless/grpcmw/outlier"
+	"github.com/meshless/meshless/resilience"
 )
 
 // OutlierDetectionSection is the outlierDetection section: per-endpoint
@@ -201,3 +203,35 @@ func (c *Chain) dialServiceConfig() ([]grpc.DialOption, error) {
 }
 
 var errOutlierReload = errors.New("outlierDetection and healthCheck are installed with the connection (DialOptions): dial again to change them")
+
+// ejectionListener sends the outlier balancer's ejections and returns to the
+// chain's observer, as EventEjected and EventReturned events, and to the
+// listener of WithOutlierListener.
+type ejectionListener struct {
+	user outlier.Listener
+	rec  resilience.Recorder
+}
+
+func (l ejectionListener) Ejected(addr, reason string) {
+	if l.user != nil {
+		l.user.Ejected(addr, reason)
+	}
+	if l.rec != nil {
+		l.rec.Record(context.Background(), resilience.Event{Type: resilience.EventEjected, Endpoint: addr, Reason: ejectionReason(reason)})
+	}
+}
+
+func (l ejectionListener) Returned(addr string) {
+	if l.user != nil {
+		l.user.Returned(addr)
+	}
+	if l.rec != nil {
+		l.rec.Record(context.Background(), resilience.Event{Type: resilience.EventReturned, Endpoint: addr})
+	}
+}
+
+// ejectionReason carries an ejection's reason (outlier.ReasonSlowCalls, …)
+// as a resilience.Label: e.Reason.String() == outlier.ReasonSlowCalls.
+type ejectionReason string
+
+func (r ejectionReason) String() string { return string(r) }

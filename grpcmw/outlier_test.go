@@ -17,6 +17,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/grpcmw/outlier"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
 // pods starts n backends; answer(i) scripts backend i. It returns their
@@ -33,13 +36,13 @@ func pods(t *testing.T, n int, answer func(i int) (*testgrpc.SimpleResponse, err
 	return addrs, counts, hs
 }
 
-func dialPods(t *testing.T, addrs []string, yamlConfig string) (testgrpc.TestServiceClient, *grpcmw.Chain) {
+func dialPods(t *testing.T, addrs []string, yamlConfig string, opts ...grpcmw.Option) (testgrpc.TestServiceClient, *grpcmw.Chain) {
 	t.Helper()
 	cfg, err := grpcmw.ParseConfig([]byte(yamlConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain, err := grpcmw.New(cfg)
+	chain, err := grpcmw.New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +75,7 @@ func TestOutlierDetectionFromYAML(t *testing.T) {
 		}
 		return &testgrpc.SimpleResponse{}, nil
 	})
+	obs := new(resiliencetest.Observer)
 	client, chain := dialPods(t, addrs, `
 defaults:
   circuitBreaker: { enabled: false }
@@ -81,12 +85,17 @@ outlierDetection:
   failurePercentage: { enabled: false }
   successRate: { enabled: false }
   slowCalls: { enabled: false }
-`)
+`, grpcmw.WithObserver(obs))
 	for range 100 {
 		_, _ = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
 	}
 	if got := chain.Outlier().Ejected(); !slices.Equal(got, []string{addrs[0]}) {
 		t.Fatalf("ejected %v, want only the UNAVAILABLE pod %s", got, addrs[0])
+	}
+	// The observer heard the ejection, with the endpoint and the reason.
+	ej := obs.Events(resilience.EventEjected)
+	if len(ej) != 1 || ej[0].Endpoint != addrs[0] || ej[0].Reason == nil || ej[0].Reason.String() != outlier.ReasonConsecutiveFailures {
+		t.Fatalf("observer's ejection events %+v, want one for %s by consecutive_failures", ej, addrs[0])
 	}
 	before := counts[0].Load()
 	for range 40 {
@@ -124,3 +133,29 @@ healthCheck: { serviceName: "" }
 		return counts[0].Load() > 0
 	})
 }
+
+// The chain's outlier listener tells both the user's listener and the
+// observer of each ejection and return.
+func TestEjectionsReachListenerAndObserver(t *testing.T) {
+	obs := new(resiliencetest.Observer)
+	user := &countingListener{}
+	l := grpcmw.EjectionListener(user, obs.Attach(resilience.Source{Kind: resilience.KindOutlier}))
+	l.Ejected("a:1", outlier.ReasonFailurePercentage)
+	l.Returned("a:1")
+	if user.ejected.Load() != 1 || user.returned.Load() != 1 {
+		t.Fatalf("user listener: %d ejections, %d returns, want 1 and 1", user.ejected.Load(), user.returned.Load())
+	}
+	ev := obs.Events(resilience.EventEjected, resilience.EventReturned)
+	if len(ev) != 2 || ev[0].Type != resilience.EventEjected || ev[0].Reason.String() != "failure_percentage" ||
+		ev[1].Type != resilience.EventReturned || ev[1].Endpoint != "a:1" {
+		t.Fatalf("observer events %+v", ev)
+	}
+	// Neither is required.
+	grpcmw.EjectionListener(nil, nil).Ejected("a:1", outlier.ReasonSlowCalls)
+	grpcmw.EjectionListener(nil, nil).Returned("a:1")
+}
+
+type countingListener struct{ ejected, returned atomic.Int64 }
+
+func (c *countingListener) Ejected(string, string) { c.ejected.Add(1) }
+func (c *countingListener) Returned(string)        { c.returned.Add(1) }

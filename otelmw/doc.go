@@ -40,8 +40,10 @@
 //     error.type.
 //
 // The outlier-ejection metrics (meshless.outlier.ejections and
-// meshless.outlier.ejected) are recorded by [NewOutlierListener], installed
-// with grpcmw.WithOutlierListener.
+// meshless.outlier.ejected) are recorded from the events of a
+// resilience.KindOutlier source (grpcmw's chain sends its balancer's
+// ejections and returns to its observer), or, for the balancer used
+// without grpcmw, by [NewOutlierListener] passed to outlier.WithListener.
 //
 // # Cost
 //

@@ -2,6 +2,7 @@ package otelmw
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,12 @@ type Observer struct {
 
 	reg metric.Registration // nil if registering the callback failed
 
+	mp       metric.MeterProvider
+	outliers struct {
+		once sync.Once
+		l    *OutlierListener
+	}
+
 	mu      sync.Mutex
 	closed  bool
 	methods map[string]struct{} // rpc.method values in use, at most cfg.maxMethods
@@ -110,7 +117,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter(ScopeName)
-	o := &Observer{cfg: cfg, methods: map[string]struct{}{}}
+	o := &Observer{cfg: cfg, methods: map[string]struct{}{}, mp: mp}
 
 	o.breakerState = instrument(m.Int64ObservableUpDownCounter(metricBreakerState,
 		metric.WithUnit("{circuit_breaker}"),
@@ -207,10 +214,15 @@ func (o *Observer) Close() error {
 	o.gauges.Store(nil)
 	reg := o.reg
 	o.mu.Unlock()
+	var errs []error
 	if reg != nil {
-		return reg.Unregister()
+		errs = append(errs, reg.Unregister())
 	}
-	return nil
+	o.outliers.once.Do(func() {}) // no listener made after Close
+	if o.outliers.l != nil {
+		errs = append(errs, o.outliers.l.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Attach returns the recorder of one policy instance's events, with every
@@ -260,8 +272,20 @@ func (o *Observer) Attach(src resilience.Source) resilience.Recorder {
 		return r
 	case resilience.KindCall:
 		return newCallRecorder(o, src.Name)
+	case resilience.KindOutlier:
+		if l := o.outlierListener(); l != nil {
+			return outlierRecorder{l}
+		}
 	}
 	return nil
+}
+
+// outlierListener returns the listener that records the outlier balancers'
+// events, made on first use: a process without outlier detection gets no
+// meshless.outlier.* instruments.
+func (o *Observer) outlierListener() *OutlierListener {
+	o.outliers.once.Do(func() { o.outliers.l, _ = NewOutlierListener(o.mp) })
+	return o.outliers.l
 }
 
 // observeInstance adds an instance the callback reads.

@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/meshless/meshless/resilience"
 )
 
 // The outlier-ejection metrics of the catalogue.
@@ -139,4 +141,22 @@ func (l *OutlierListener) Close() error {
 		return nil
 	}
 	return l.reg.Unregister()
+}
+
+// outlierRecorder records a KindOutlier source's events (grpcmw's chain
+// sends its balancer's ejections and returns as events) with the
+// Observer's OutlierListener.
+type outlierRecorder struct{ l *OutlierListener }
+
+func (r outlierRecorder) Record(_ context.Context, e resilience.Event) {
+	switch e.Type {
+	case resilience.EventEjected:
+		reason := otherValue
+		if e.Reason != nil {
+			reason = e.Reason.String()
+		}
+		r.l.Ejected(e.Endpoint, reason)
+	case resilience.EventReturned:
+		r.l.Returned(e.Endpoint)
+	}
 }

@@ -1,12 +1,14 @@
 package otelmw_test
 
 import (
+	"context"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/meshless/meshless/grpcmw/outlier"
 	"github.com/meshless/meshless/otelmw"
+	"github.com/meshless/meshless/resilience"
 )
 
 var _ outlier.Listener = (*otelmw.OutlierListener)(nil)
@@ -80,3 +82,43 @@ func ExampleNewOutlierListener() {
 	_ = err
 	// Output:
 }
+
+// grpcmw sends its balancer's ejections to the chain's observer as events of
+// a KindOutlier source; the Observer records them as the same metrics.
+func TestObserverRecordsOutlierEvents(t *testing.T) {
+	mp, r := newProvider(t)
+	o, err := otelmw.New(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = o.Close() })
+	rec := o.Attach(resilience.Source{Kind: resilience.KindOutlier, Name: "outlier"})
+	if rec == nil {
+		t.Fatal("no recorder for KindOutlier")
+	}
+	const a = "10.0.0.1:50051"
+	ctx := context.Background()
+	rec.Record(ctx, resilience.Event{Type: resilience.EventEjected, Endpoint: a, Reason: label(outlier.ReasonSlowCalls)})
+	rec.Record(ctx, resilience.Event{Type: resilience.EventEjected, Endpoint: a}) // no reason: _OTHER
+	ms := collect(t, r)
+	sameValues(t, "meshless.outlier.ejections", values(t, ms["meshless.outlier.ejections"]), map[string]float64{
+		enc(attribute.String("server.address", a), attribute.String("meshless.outlier.reason", "slow_calls")): 1,
+		enc(attribute.String("server.address", a), attribute.String("meshless.outlier.reason", "_OTHER")):     1,
+	})
+	rec.Record(ctx, resilience.Event{Type: resilience.EventReturned, Endpoint: a})
+	rec.Record(ctx, resilience.Event{Type: resilience.EventReturned, Endpoint: a})
+	if got := values(t, collect(t, r)["meshless.outlier.ejected"]); got[enc(attribute.String("server.address", a))] != 0 {
+		t.Fatalf("after both returns: %v, want 0", got)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rec := o.Attach(resilience.Source{Kind: resilience.KindOutlier}); rec != nil {
+		// Attaching after Close is allowed; recording must not panic.
+		rec.Record(ctx, resilience.Event{Type: resilience.EventEjected, Endpoint: a})
+	}
+}
+
+type label string
+
+func (l label) String() string { return string(l) }

@@ -158,6 +158,13 @@ const (
 	EventAcquired
 	// EventReleased: a call that a bulkhead admitted has finished.
 	EventReleased
+	// EventEjected: an outlier-ejecting balancer took an endpoint out of load
+	// balancing. Endpoint and Reason (why: "consecutive_failures",
+	// "failure_percentage", "success_rate" or "slow_calls") are set.
+	EventEjected
+	// EventReturned: an ejected endpoint is back in load balancing. Endpoint
+	// is set.
+	EventReturned
 )
 
 // String returns the event type's name, e.g. "call".
@@ -179,6 +186,10 @@ func (t EventType) String() string {
 		return "acquired"
 	case EventReleased:
 		return "released"
+	case EventEjected:
+		return "ejected"
+	case EventReturned:
+		return "returned"
 	}
 	return "EventType(" + strconv.Itoa(int(t)) + ")"
 }
@@ -205,9 +216,12 @@ type Event struct {
 	// From and To are a transition's states; State is the state that
 	// rejected a call. The policy defines them (circuitbreaker.State).
 	From, To, State Label
-	// Reason says why a transition happened (circuitbreaker.Reason) or why a
-	// retry policy stopped (retry.Reason).
+	// Reason says why a transition happened (circuitbreaker.Reason), why a
+	// retry policy stopped (retry.Reason) or why an endpoint was ejected.
 	Reason Label
+	// Endpoint is the address of the endpoint an outlier ejection or return
+	// concerns, as the resolver gave it.
+	Endpoint string
 	// Err is the error of a rejection, an attempt or a call.
 	Err error
 	// ErrorType names a failed call's error for metrics (OpenTelemetry's

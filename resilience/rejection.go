@@ -21,10 +21,13 @@ const (
 	KindCall
 	// KindRateLimiter is a rate limiter (package ratelimiter).
 	KindRateLimiter
+	// KindOutlier is an outlier-ejecting load balancer (package
+	// grpcmw/outlier): its events are EventEjected and EventReturned.
+	KindOutlier
 )
 
 // String returns "circuit_breaker", "retry", "bulkhead", "timeout", "other",
-// "call" or "rate_limiter".
+// "call", "rate_limiter" or "outlier".
 func (k Kind) String() string {
 	switch k {
 	case KindCircuitBreaker:
@@ -41,6 +44,8 @@ func (k Kind) String() string {
 		return "call"
 	case KindRateLimiter:
 		return "rate_limiter"
+	case KindOutlier:
+		return "outlier"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
