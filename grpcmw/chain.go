@@ -312,6 +312,11 @@ func (c *Chain) Close() {
 	}
 }
 
+// Throttle returns the client's retry throttle (retryThrottling), shared by
+// all its methods, or nil when retryThrottling is off. Its Tokens tell how
+// close the client is to holding retries back.
+func (c *Chain) Throttle() *retry.Throttle { return c.state.Load().throttle }
+
 // Config returns the configuration in force.
 func (c *Chain) Config() *Config { return c.state.Load().cfg }
 

@@ -9,3 +9,6 @@ func MethodsInUse(c *Chain) int {
 
 // Chain returns the chain behind s.
 func (s *Server) Chain() *Chain { return s.c }
+
+// Pushback reads a trailer's grpc-retry-pushback-ms as the client does.
+var Pushback = pushback
