@@ -3,6 +3,7 @@ package grpcmw_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -447,5 +448,56 @@ defaults:
 	}
 	if cb, _ := chain.Breaker(testService); cb.Metrics().Calls != 1 {
 		t.Fatalf("breaker counted %d calls, want 1: BULKHEAD_FULL and RATE_LIMITED are ignored", cb.Metrics().Calls)
+	}
+}
+
+// Streams of a method without retries move the bucket too: a stream that
+// ends OK gives tokenRatio back, one that fails with a retryable code, or
+// cannot even be created, takes a token.
+func TestA6ThrottleIsMovedByStreamsWithoutRetry(t *testing.T) {
+	const cfg = `
+defaults:
+  circuitBreaker: { enabled: false }
+  retry: { enabled: false }
+retryThrottling: { maxTokens: 10, tokenRatio: 0.5 }
+`
+	f := new(faultServer)
+	addr, _ := serve(t, f)
+	client, chain, _ := dial(t, addr, cfg)
+	th := chain.Throttle()
+	streams := failingStreams(f)
+	for range 3 {
+		if n := streamAttempts(t, client, streams); n != 1 {
+			t.Fatalf("%d attempts for a stream without retries", n)
+		}
+	}
+	if th.Tokens() != 7 {
+		t.Fatalf("tokens = %v after 3 failed streams, want 7", th.Tokens())
+	}
+	f.stream.Store(nil)
+	s, err := client.StreamingOutputCall(t.Context(), sendParams(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := recvAll(s); n != 2 || err != nil {
+		t.Fatalf("stream: %d responses, %v", n, err)
+	}
+	if th.Tokens() != 7.5 {
+		t.Fatalf("tokens = %v after a stream that ended OK, want 7.5", th.Tokens())
+	}
+	// Nothing listens at a closed listener's address: creating the stream
+	// fails UNAVAILABLE.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	_ = lis.Close()
+	deadClient, deadChain, _ := dial(t, dead, cfg)
+	if _, err := deadClient.StreamingOutputCall(t.Context(), sendParams(1)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("creating a stream to nowhere = %v, want UNAVAILABLE", err)
+	}
+	if got := deadChain.Throttle().Tokens(); got != 9 {
+		t.Fatalf("tokens = %v after a stream that could not be created, want 9", got)
 	}
 }

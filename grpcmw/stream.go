@@ -102,11 +102,11 @@ func (m *method) newStream(ctx context.Context, o *options, desc *grpc.StreamDes
 		err = s.open()
 	}
 	if err != nil {
-		s.cancel()
-		if m.tally != nil {
+		if m.tally != nil { // before the cancel: a done context moves nothing
 			a := m.tally.Begin(s.ctx)
 			a.Done(err)
 		}
+		s.cancel()
 		return nil, wireError(withoutPushback(err))
 	}
 	// Give the permits back when the context ends, whoever notices first.
