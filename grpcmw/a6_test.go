@@ -446,8 +446,19 @@ defaults:
 			t.Errorf("%s: tokens %v → %v, want no move", tt.reason, tokens, got)
 		}
 	}
-	if cb, _ := chain.Breaker(testService); cb.Metrics().Calls != 1 {
+	cb, _ := chain.Breaker(testService)
+	if cb.Metrics().Calls != 1 {
 		t.Fatalf("breaker counted %d calls, want 1: BULKHEAD_FULL and RATE_LIMITED are ignored", cb.Metrics().Calls)
+	}
+	// A local rejection is not an outgoing RPC: it moves no token either.
+	cb.ForceOpen()
+	f.calls.Store(0)
+	tokens := chain.Throttle().Tokens()
+	if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); grpcmw.RejectionReason(err) != grpcmw.ReasonCircuitOpen {
+		t.Fatalf("err = %v, want this client's CIRCUIT_OPEN", err)
+	}
+	if f.calls.Load() != 0 || chain.Throttle().Tokens() != tokens {
+		t.Fatalf("a local rejection: %d server calls, tokens %v → %v; want 0 and no move", f.calls.Load(), tokens, chain.Throttle().Tokens())
 	}
 }
 
