@@ -67,6 +67,9 @@ func checkLink(doc, text, target string) string {
 		return ""
 	}
 	if !anchors(text)[anchor] {
+		if file == "" {
+			resolved = doc
+		}
 		return "no heading of " + resolved + " has the anchor #" + anchor
 	}
 	return ""
