@@ -7,7 +7,12 @@ package docscheck
 //
 // as the last non-blank line before its opening fence. Mark a snippet a
 // fragment only when it cannot stand alone: an API listing, a part with "…"
-// in place of code.
+// in place of code. A fragment cut from a program of the repository says so,
+//
+//	<!-- fragment: from examples/basic/main.go -->
+//
+// and TestFragmentsFromFiles checks that its lines appear, in order and
+// together, in that file (indentation aside), which the build compiles.
 //
 // A snippet is compiled in a package of its own, in a temporary directory
 // inside the examples module (which requires every module the docs use:
@@ -126,6 +131,56 @@ type outlierListener = interface {
 }
 `
 
+// isFragment reports whether line marks the next fence as a fragment.
+func isFragment(line string) bool {
+	return line == fragmentMarker || strings.HasPrefix(line, "<!-- fragment:") && strings.HasSuffix(line, "-->")
+}
+
+var fromRe = regexp.MustCompile(`^<!-- fragment: from (\S+) -->$`)
+
+// TestFragmentsFromFiles checks each fragment marked "from PATH": its
+// lines, indentation aside, are a run of PATH's lines.
+func TestFragmentsFromFiles(t *testing.T) {
+	checked := 0
+	for _, doc := range docFiles(t) {
+		for _, b := range blocks(readDoc(t, doc)) {
+			m := fromRe.FindStringSubmatch(b.prev)
+			if !b.fence || m == nil {
+				continue
+			}
+			checked++
+			src := readDoc(t, m[1])
+			if !containsRun(trimmedLines(src), trimmedLines(b.text)) {
+				t.Errorf("%s:%d: the snippet says it is from %s, but its lines are not a run of that file's: copy it again", doc, b.line, m[1])
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no fragment marked from a file: README.md's example should be")
+	}
+}
+
+func trimmedLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		out = append(out, strings.TrimSpace(l))
+	}
+	return out
+}
+
+func containsRun(hay, needle []string) bool {
+	for i := 0; i+len(needle) <= len(hay); i++ {
+		j := 0
+		for j < len(needle) && hay[i+j] == needle[j] {
+			j++
+		}
+		if j == len(needle) {
+			return true
+		}
+	}
+	return false
+}
+
 type snippet struct {
 	doc  string
 	line int
@@ -139,7 +194,7 @@ func goSnippets(t *testing.T) (compiled, fragments []snippet) {
 				continue
 			}
 			s := snippet{doc: doc, line: b.line, code: b.text}
-			if b.prev == fragmentMarker {
+			if isFragment(b.prev) {
 				fragments = append(fragments, s)
 			} else {
 				compiled = append(compiled, s)

@@ -25,7 +25,7 @@ func TestYAMLExamplesParse(t *testing.T) {
 	parsed := 0
 	for _, doc := range docFiles(t) {
 		for _, b := range blocks(readDoc(t, doc)) {
-			if !b.fence || b.lang != "yaml" || b.prev == fragmentMarker {
+			if !b.fence || b.lang != "yaml" || isFragment(b.prev) {
 				continue
 			}
 			meshless := false
