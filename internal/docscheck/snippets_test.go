@@ -12,7 +12,8 @@ package docscheck
 //	<!-- fragment: from examples/basic/main.go -->
 //
 // and TestFragmentsFromFiles checks that its lines appear, in order and
-// together, in that file (indentation aside), which the build compiles.
+// together, in that file (indentation aside), which the build compiles. The
+// same markers work on ```yaml blocks (see yaml_test.go).
 //
 // A snippet is compiled in a package of its own, in a temporary directory
 // examples/_docsnippets… (the examples module requires every module the docs
