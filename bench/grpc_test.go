@@ -33,7 +33,7 @@ func startServer(b *testing.B, lis net.Listener) {
 	b.Cleanup(srv.Stop)
 }
 
-// The default configuration of CONFIG.md: breaker, retry, bulkhead, both
+// The default configuration (docs/configuration.md): breaker, retry, bulkhead, both
 // timeouts, retry throttling.
 func newChain(b *testing.B) *grpcmw.Chain {
 	chain, err := grpcmw.New(nil)
