@@ -33,8 +33,9 @@ type state struct {
 	methods     *methodTable
 	// breakers and bulkheads by key ("pkg.Svc" or "pkg.Svc/Method"), under
 	// Chain.mu.
-	breakers  map[string]*breakerEntry
-	bulkheads map[string]*bulkheadEntry
+	breakers   map[string]*breakerEntry
+	bulkheads  map[string]*bulkheadEntry
+	throttlers map[string]*throttlerEntry
 }
 
 type breakerEntry struct {
@@ -58,6 +59,7 @@ type method struct {
 	retry     *retry.Retry
 	breaker   *breakerEntry
 	bulkhead  *bulkheadEntry
+	throttler *throttlerEntry
 	classes   classes
 	retryable [17]bool
 	// The attempt pipelines, in the order of order.go: unary calls and
@@ -106,7 +108,7 @@ func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
 		return nil, err
 	}
 	st := &state{cfg: cfg, throttle: th, throttleSet: resolveThrottle(cfg.RetryThrottling),
-		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{}}
+		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{}, throttlers: map[string]*throttlerEntry{}}
 	if old != nil {
 		if old.throttle != nil && th != nil && old.throttleSet == st.throttleSet {
 			st.throttle = old.throttle // unchanged settings: keep the tokens across reloads
@@ -116,6 +118,9 @@ func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
 		}
 		for k, e := range old.bulkheads {
 			st.bulkheads[k] = e
+		}
+		for k, e := range old.throttlers {
+			st.throttlers[k] = e
 		}
 	}
 	st.methods = newMethodTable()
@@ -149,6 +154,9 @@ func (c *Chain) build(st *state, svc, name string) *method {
 	m.classes = newClasses(eff.CircuitBreaker.FailureStatusCodes, eff.CircuitBreaker.IgnoredStatusCodes)
 	if bh := shared.Bulkhead; *bh.Enabled {
 		m.bulkhead = c.bulkhead(st, key, bh)
+	}
+	if at := shared.AdaptiveThrottling; *at.Enabled && !o.serverSide {
+		m.throttler = c.throttler(st, key, at)
 	}
 	if o.serverSide {
 		m.unary = m.pipeline(o, nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/throttler"
 )
 
 // The google.rpc.ErrorInfo that marks meshless's own rejections on the wire.
@@ -32,9 +33,10 @@ const (
 )
 
 // RejectionError is a local rejection as a gRPC status error: status.Code
-// gives UNAVAILABLE (breaker) or RESOURCE_EXHAUSTED (bulkhead), the status
-// carries a google.rpc.ErrorInfo with the reason, and errors.Is matches the
-// policy's sentinel (circuitbreaker.ErrOpen, bulkhead.ErrFull). It is a
+// gives UNAVAILABLE (breaker) or RESOURCE_EXHAUSTED (bulkhead, adaptive
+// throttler), the status carries a google.rpc.ErrorInfo with the reason, and
+// errors.Is matches the policy's sentinel (circuitbreaker.ErrOpen,
+// bulkhead.ErrFull, throttler.ErrThrottled). It is a
 // resilience.Rejection, so no retry policy retries it, here or, through the
 // ErrorInfo, one hop up.
 type RejectionError struct {
@@ -70,6 +72,7 @@ func (c *rejectionCache) wrap(err error) error {
 func newRejection(err error) *RejectionError {
 	var oe *circuitbreaker.OpenError
 	var fe *bulkhead.FullError
+	var te *throttler.RejectedError
 	var st *status.Status
 	switch {
 	case errors.As(err, &oe):
@@ -78,6 +81,8 @@ func newRejection(err error) *RejectionError {
 		})
 	case errors.As(err, &fe):
 		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonBulkheadFull, map[string]string{"name": fe.Name})
+	case errors.As(err, &te):
+		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonThrottled, map[string]string{"name": te.Name})
 	default:
 		st = status.New(codes.Unavailable, err.Error())
 	}
@@ -93,7 +98,7 @@ func withInfo(c codes.Code, msg, reason string, md map[string]string) *status.St
 }
 
 // RejectionReason returns the meshless rejection reason an error carries on
-// the wire (ReasonCircuitOpen or ReasonBulkheadFull), made here or by a
+// the wire (ReasonCircuitOpen, ReasonBulkheadFull or ReasonThrottled), made here or by a
 // downstream service whose error was passed on unchanged; "" otherwise.
 func RejectionReason(err error) string {
 	if err == nil {
@@ -109,7 +114,7 @@ func RejectionReason(err error) string {
 	}
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain &&
-			(info.GetReason() == ReasonCircuitOpen || info.GetReason() == ReasonBulkheadFull) {
+			(info.GetReason() == ReasonCircuitOpen || info.GetReason() == ReasonBulkheadFull || info.GetReason() == ReasonThrottled) {
 			return info.GetReason()
 		}
 	}
@@ -198,8 +203,8 @@ func (e *pushbackError) GRPCStatus() *status.Status {
 	return st
 }
 
-// errorType names an error for metrics: circuit_open or bulkhead_full for a
-// local rejection, else the gRPC code's name; "" for nil.
+// errorType names an error for metrics: circuit_open, throttled or
+// bulkhead_full for a local rejection, else the gRPC code's name; "" for nil.
 func errorType(err error) string {
 	if err == nil {
 		return ""
@@ -208,6 +213,9 @@ func errorType(err error) string {
 	if errors.As(err, &re) {
 		if errors.Is(re.err, circuitbreaker.ErrOpen) {
 			return "circuit_open"
+		}
+		if errors.Is(re.err, throttler.ErrThrottled) {
+			return "throttled"
 		}
 		return "bulkhead_full"
 	}
