@@ -156,7 +156,7 @@ func (c *Chain) build(st *state, svc, name string) *method {
 		m.bulkhead = c.bulkhead(st, key, bh)
 	}
 	if at := shared.AdaptiveThrottling; *at.Enabled && !o.serverSide {
-		m.throttler = c.throttler(st, key, at)
+		m.throttler = c.throttler(st, key, at, m.breaker)
 	}
 	if o.serverSide {
 		m.unary = m.pipeline(o, nil)

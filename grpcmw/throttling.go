@@ -2,9 +2,11 @@ package grpcmw
 
 import (
 	"context"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/throttler"
 )
@@ -54,11 +56,30 @@ type throttlerEntry struct {
 	t   *throttler.Throttler
 	cfg throttler.Config
 	rej rejectionCache
+	// breaker is the circuit breaker of the same key, in front of the
+	// throttler; nil when it is off. stoodAside is set while the breaker is
+	// not closed.
+	breaker    *circuitbreaker.Breaker
+	stoodAside atomic.Bool
 }
 
 // Enter admits an attempt through the throttler; a refusal is the
-// throttler's error on the wire.
+// throttler's error on the wire. While the breaker in front is not closed
+// (open, half-open: it already holds the calls back, and lets its probes
+// through to learn whether the backend is back), the throttler stands aside:
+// it admits the attempt and counts nothing. When the breaker closes again,
+// its probes having passed, the throttler starts afresh: it does not hold
+// back, as after an overload, a backend the probes just showed healthy.
 func (e *throttlerEntry) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	if e.breaker != nil {
+		if s := e.breaker.State(); s == circuitbreaker.StateOpen || s == circuitbreaker.StateHalfOpen || s == circuitbreaker.StateForcedOpen {
+			e.stoodAside.Store(true)
+			return ctx, resilience.Permit{}, nil
+		}
+		if e.stoodAside.Load() && e.stoodAside.CompareAndSwap(true, false) {
+			e.t.Reset()
+		}
+	}
 	ctx, p, err := e.t.Enter(ctx)
 	if err != nil {
 		return ctx, p, e.rej.wrap(err)
@@ -71,16 +92,20 @@ func (e *throttlerEntry) Exit(ctx context.Context, p resilience.Permit, r resili
 	return e.t.Exit(ctx, p, r)
 }
 
-func (c *Chain) throttler(st *state, key string, s *AdaptiveThrottlingSection) *throttlerEntry {
+func (c *Chain) throttler(st *state, key string, s *AdaptiveThrottlingSection, breaker *breakerEntry) *throttlerEntry {
 	cfg, _ := throttlerConfig(s, key) // validated with the config
-	if e, ok := st.throttlers[key]; ok && e.cfg == cfg {
+	var b *circuitbreaker.Breaker
+	if breaker != nil {
+		b = breaker.b
+	}
+	if e, ok := st.throttlers[key]; ok && e.cfg == cfg && e.breaker == b {
 		return e
 	}
 	t, err := throttler.New(throttler.WithConfig(cfg), throttler.WithClock(c.opts.clock), throttler.WithVerdict(throttleVerdict))
 	if err != nil {
 		return nil // cannot happen: the config was validated
 	}
-	e := &throttlerEntry{t: t, cfg: cfg}
+	e := &throttlerEntry{t: t, cfg: cfg, breaker: b}
 	st.throttlers[key] = e
 	return e
 }

@@ -175,6 +175,17 @@ func New(opts ...Option) (*Throttler, error) {
 	return t, nil
 }
 
+// Reset forgets every request and accept counted: the throttler starts
+// afresh, as if just built. grpcmw resets it when the circuit breaker in
+// front of it closes, its probes having shown the backend healthy.
+func (t *Throttler) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.b {
+		t.b[i] = bucket{epoch: -1}
+	}
+}
+
 // Config returns the throttler's settings.
 func (t *Throttler) Config() Config { return t.cfg }
 
@@ -246,7 +257,12 @@ func (t *Throttler) Enter(ctx context.Context) (context.Context, resilience.Perm
 }
 
 // Exit counts how the admitted request ended, as the verdict function says.
-func (t *Throttler) Exit(_ context.Context, _ resilience.Permit, r resilience.Result) error {
+// A permit without a Ref (one its caller made to let a request by uncounted)
+// counts nothing.
+func (t *Throttler) Exit(_ context.Context, p resilience.Permit, r resilience.Result) error {
+	if p.Ref == nil {
+		return r.Err
+	}
 	v := t.verdict(r)
 	if v == Refused {
 		return r.Err

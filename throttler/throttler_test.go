@@ -207,3 +207,21 @@ func TestNoAllocation(t *testing.T) {
 		t.Errorf("%v allocations per request, want 0", n)
 	}
 }
+
+// Reset forgets the outage at once; a permit without a Ref counts nothing.
+func TestResetAndUncountedPermit(t *testing.T) {
+	clock := resiliencetest.NewClock(time.Unix(0, 0))
+	th := newThrottler(t, clock)
+	offer(th, clock, 1000, time.Second, func(int) bool { return false })
+	if th.RejectionRate() == 0 {
+		t.Fatal("no rejection after an outage")
+	}
+	th.Reset()
+	if r, a := th.Counts(); r != 0 || a != 0 || th.RejectionRate() != 0 {
+		t.Errorf("after Reset: %d requests, %d accepts, rate %v; want nothing", r, a, th.RejectionRate())
+	}
+	_ = th.Exit(context.Background(), resilience.Permit{}, resilience.Result{Outcome: resilience.Success})
+	if r, a := th.Counts(); r != 0 || a != 0 {
+		t.Errorf("an Exit with an empty permit counted %d requests, %d accepts", r, a)
+	}
+}
