@@ -1,17 +1,21 @@
 package grpcmw_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/resilience/resiliencetest"
 	"github.com/meshless/meshless/throttler"
 )
 
@@ -90,5 +94,44 @@ services:
 `
 	if _, err := grpcmw.ParseConfig([]byte(ok)); err != nil {
 		t.Errorf("valid adaptiveThrottling: %v", err)
+	}
+}
+
+// While the breaker in front is open or half-open the throttler stands
+// aside (its probe reaches the backend), and once the probe has closed the
+// breaker the throttler starts afresh: a backend the probe showed healthy
+// gets every call, not a ramp.
+func TestThrottlerStandsAsideForTheBreakerAndStartsAfreshWhenItCloses(t *testing.T) {
+	f := new(faultServer)
+	f.setUnary(failing(codes.Unavailable))
+	addr, _ := serve(t, f)
+	clock := resiliencetest.NewClock(time.Unix(0, 0))
+	client, chain, _ := dial(t, addr, `
+defaults:
+  circuitBreaker: { slidingWindowSize: 10, minimumNumberOfCalls: 10, waitDurationInOpenState: 1s, permittedNumberOfCallsInHalfOpenState: 1 }
+  retry: { enabled: false }
+  adaptiveThrottling: { window: 1m, minimumRequests: 5 }
+`, grpcmw.WithClock(clock))
+	cb := func() *circuitbreaker.Breaker { b, _ := chain.Breaker(testService); return b }
+	for i := 0; i < 1000 && (i == 0 || cb().State() != circuitbreaker.StateOpen); i++ {
+		_, _ = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+	}
+	if cb().State() != circuitbreaker.StateOpen {
+		t.Fatal("the breaker did not open on a backend that always fails")
+	}
+	f.setUnary(func(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+		return &testgrpc.SimpleResponse{}, nil
+	})
+	clock.Advance(time.Second) // half-open: the next call is the probe
+	if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+		t.Fatalf("the probe = %v, want it to reach the healthy backend (the throttler stands aside)", err)
+	}
+	if cb().State() != circuitbreaker.StateClosed {
+		t.Fatalf("breaker %v after a good probe", cb().State())
+	}
+	for i := range 50 {
+		if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+			t.Fatalf("call %d after the breaker closed = %v, want every call served (the throttler forgot the outage)", i, err)
+		}
 	}
 }
