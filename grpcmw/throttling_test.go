@@ -135,3 +135,23 @@ defaults:
 		}
 	}
 }
+
+// A THROTTLED relayed by a service one hop down is never retried, even
+// where RESOURCE_EXHAUSTED is retryable.
+func TestRelayedThrottledIsNeverRetried(t *testing.T) {
+	f := new(faultServer)
+	st, _ := status.New(codes.ResourceExhausted, "relayed").WithDetails(&errdetails.ErrorInfo{Reason: grpcmw.ReasonThrottled, Domain: grpcmw.ErrorDomain})
+	f.setUnary(func(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) { return nil, st.Err() })
+	addr, _ := serve(t, f)
+	client, _, _ := dial(t, addr, `
+defaults:
+  retry: { maxAttempts: 3, initialBackoff: 1ms, maxBackoff: 1ms, retryableStatusCodes: [UNAVAILABLE, RESOURCE_EXHAUSTED] }
+`)
+	_, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+	if grpcmw.RejectionReason(err) != grpcmw.ReasonThrottled || errors.Is(err, throttler.ErrThrottled) {
+		t.Fatalf("call = %v, want the relayed THROTTLED, not matching this client's ErrThrottled", err)
+	}
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("the server saw %d requests, want 1: a relayed THROTTLED was retried", n)
+	}
+}
