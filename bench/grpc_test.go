@@ -175,6 +175,15 @@ func BenchmarkGRPCInterceptorOnly(b *testing.B) {
 			_ = icpt(ctx, "/grpc.testing.TestService/UnaryCall", nil, nil, nil, noop)
 		}
 	})
+	b.Run("defaults-without-adaptive-throttling", func(b *testing.B) {
+		cfg, _ := grpcmw.ParseConfig([]byte("defaults: { adaptiveThrottling: { enabled: false } }"))
+		chain, _ := grpcmw.New(cfg)
+		icpt := chain.UnaryClientInterceptor()
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = icpt(ctx, "/grpc.testing.TestService/UnaryCall", nil, nil, nil, noop)
+		}
+	})
 	b.Run("no-timeouts", func(b *testing.B) {
 		cfg, _ := grpcmw.ParseConfig([]byte("defaults: { timeout: { enabled: false } }"))
 		chain, _ := grpcmw.New(cfg)

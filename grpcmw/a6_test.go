@@ -221,6 +221,7 @@ func TestA6TokenRatioKeepsThreeDecimals(t *testing.T) {
 	client, chain, _ := dial(t, addr, `
 defaults:
   circuitBreaker: { enabled: false }
+  adaptiveThrottling: { enabled: false }   # every failure must reach the server and the bucket
   retry: { maxAttempts: 3, initialBackoff: 1ms, maxBackoff: 1ms, jitter: 0, retryableStatusCodes: [UNAVAILABLE] }
 services:
   grpc.testing.TestService:

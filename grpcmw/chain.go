@@ -34,8 +34,9 @@ type state struct {
 	methods     *methodTable
 	// breakers and bulkheads by key ("pkg.Svc" or "pkg.Svc/Method"), under
 	// Chain.mu.
-	breakers  map[string]*breakerEntry
-	bulkheads map[string]*bulkheadEntry
+	breakers   map[string]*breakerEntry
+	bulkheads  map[string]*bulkheadEntry
+	throttlers map[string]*throttlerEntry
 }
 
 type breakerEntry struct {
@@ -63,6 +64,7 @@ type method struct {
 	tally     *retry.Retry
 	breaker   *breakerEntry
 	bulkhead  *bulkheadEntry
+	throttler *throttlerEntry
 	classes   classes
 	retryable [17]bool
 	// The attempt pipelines, in the order of order.go: unary calls and
@@ -117,7 +119,7 @@ func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
 		return nil, err
 	}
 	st := &state{cfg: cfg, throttle: th, throttleSet: resolveThrottle(cfg.RetryThrottling),
-		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{}}
+		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{}, throttlers: map[string]*throttlerEntry{}}
 	if old != nil {
 		if old.throttle != nil && th != nil && old.throttleSet == st.throttleSet {
 			st.throttle = old.throttle // unchanged settings: keep the tokens across reloads
@@ -127,6 +129,9 @@ func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
 		}
 		for k, e := range old.bulkheads {
 			st.bulkheads[k] = e
+		}
+		for k, e := range old.throttlers {
+			st.throttlers[k] = e
 		}
 	}
 	st.methods = newMethodTable()
@@ -160,6 +165,9 @@ func (c *Chain) build(st *state, svc, name string) *method {
 	m.classes = newClasses(eff.CircuitBreaker.FailureStatusCodes, eff.CircuitBreaker.IgnoredStatusCodes)
 	if bh := shared.Bulkhead; *bh.Enabled {
 		m.bulkhead = c.bulkhead(st, key, bh)
+	}
+	if at := shared.AdaptiveThrottling; *at.Enabled && !o.serverSide {
+		m.throttler = c.throttler(st, key, at, m.breaker)
 	}
 	if o.serverSide {
 		m.unary = m.pipeline(o, nil)

@@ -40,6 +40,8 @@ type Policies struct {
 	Retry          *RetrySection          `yaml:"retry,omitempty"`
 	Bulkhead       *BulkheadSection       `yaml:"bulkhead,omitempty"`
 	Timeout        *TimeoutSection        `yaml:"timeout,omitempty"`
+	// AdaptiveThrottling is client-side adaptive throttling (throttling.go).
+	AdaptiveThrottling *AdaptiveThrottlingSection `yaml:"adaptiveThrottling,omitempty"`
 }
 
 // CircuitBreaker is the circuitBreaker section; see docs/circuitbreaker.md

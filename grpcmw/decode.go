@@ -175,11 +175,12 @@ var (
 	breakerType  = reflect.TypeFor[CircuitBreakerSection]()
 	// sectionTypes are the sections validation checks as a whole.
 	sectionTypes = map[reflect.Type]bool{
-		reflect.TypeFor[*CircuitBreakerSection]():  true,
-		reflect.TypeFor[*RetrySection]():           true,
-		reflect.TypeFor[*BulkheadSection]():        true,
-		reflect.TypeFor[*TimeoutSection]():         true,
-		reflect.TypeFor[*RetryThrottlingSection](): true,
+		reflect.TypeFor[*CircuitBreakerSection]():     true,
+		reflect.TypeFor[*RetrySection]():              true,
+		reflect.TypeFor[*BulkheadSection]():           true,
+		reflect.TypeFor[*TimeoutSection]():            true,
+		reflect.TypeFor[*RetryThrottlingSection]():    true,
+		reflect.TypeFor[*AdaptiveThrottlingSection](): true,
 	}
 )
 

@@ -17,13 +17,16 @@
 //
 // Every call runs its method's policies in one fixed order, outer to inner:
 //
-//		overall timeout → retry → circuit breaker → bulkhead → per-attempt timeout → the call
+//		overall timeout → retry → circuit breaker → adaptive throttler → bulkhead → per-attempt timeout → the call
 //
 //	  - Retry is outside the breaker: each attempt is one breaker call, and an
 //	    open breaker ends the retries at once (a rejection is never retried).
 //	  - The bulkhead is inside the breaker: an open breaker rejects before a
 //	    permit is taken, and a full bulkhead is a local event the breaker
 //	    ignores.
+//	  - The adaptive throttler (adaptiveThrottling) is inside the breaker and
+//	    outside the bulkhead: an open breaker spends nothing in it, and what it
+//	    rejects takes no permit and is a local event the breaker ignores.
 //	  - The per-attempt timeout is innermost: a timed-out attempt gives its
 //	    bulkhead permit back and counts as a breaker failure.
 //	  - The overall timeout bounds all attempts and backoffs; a backoff that
@@ -46,12 +49,14 @@
 // A call the breaker refuses fails with UNAVAILABLE and a
 // google.rpc.ErrorInfo whose reason is CIRCUIT_OPEN (metadata: name,
 // state); a call the bulkhead refuses, with RESOURCE_EXHAUSTED and
-// BULKHEAD_FULL. The error also matches circuitbreaker.ErrOpen or
-// bulkhead.ErrFull with errors.Is ([RejectionError]). No meshless client
-// retries either reason, nor RATE_LIMITED, also when a downstream service
+// BULKHEAD_FULL; a call the adaptive throttler refuses, with
+// RESOURCE_EXHAUSTED and THROTTLED. The error also matches
+// circuitbreaker.ErrOpen, bulkhead.ErrFull or throttler.ErrThrottled with
+// errors.Is ([RejectionError]). No meshless client retries any of these
+// reasons, nor RATE_LIMITED, also when a downstream service
 // passes it on unchanged ([RejectionReason]); the relayed CIRCUIT_OPEN counts
-// as a failure of the service that relayed it, a relayed BULKHEAD_FULL or
-// RATE_LIMITED is ignored by the breaker, whatever the configured codes, and
+// as a failure of the service that relayed it, a relayed BULKHEAD_FULL,
+// RATE_LIMITED or THROTTLED is ignored by the breaker, whatever the configured codes, and
 // none moves the retry throttle.
 //
 // # gRFC A6

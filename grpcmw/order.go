@@ -2,6 +2,7 @@ package grpcmw
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -9,12 +10,13 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/throttler"
 	"github.com/meshless/meshless/timeout"
 )
 
 // This file is the one place where the order of doc.go is written:
 //
-//	overall timeout → retry → circuit breaker → bulkhead → per-attempt timeout → the call
+//	overall timeout → retry → circuit breaker → adaptive throttler → bulkhead → per-attempt timeout → the call
 //
 // [method.pipeline] builds an attempt's gates, outer to inner, for the unary,
 // stream and server paths alike; [method.run] puts the overall timeout and
@@ -22,12 +24,18 @@ import (
 // streams with the same pipeline. A policy joins the order here, once.
 
 // pipeline returns the gates of one attempt in order: circuit breaker →
-// bulkhead → per-attempt timeout. Every permit they hand out is given back
+// adaptive throttler → bulkhead → per-attempt timeout. The throttler is
+// inside the breaker (an open breaker spends nothing and its rejections are
+// not requests) and outside the bulkhead (what it rejects takes no permit;
+// a bulkhead rejection is not counted by it). Every permit they hand out is given back
 // by the pipeline on every path, panics included.
 func (m *method) pipeline(o *options, perAttempt *timeout.Timeout) *resilience.Pipeline {
 	var gates []resilience.Gate
 	if m.breaker != nil {
 		gates = append(gates, m.breaker)
+	}
+	if m.throttler != nil {
+		gates = append(gates, m.throttler)
 	}
 	if m.bulkhead != nil {
 		gates = append(gates, m.bulkhead)
@@ -35,7 +43,7 @@ func (m *method) pipeline(o *options, perAttempt *timeout.Timeout) *resilience.P
 	if perAttempt != nil && perAttempt.Duration() > 0 {
 		gates = append(gates, perAttempt)
 	}
-	p, _ := resilience.NewPipeline(m.classes.outcome, o.clock, gates...) // at most 3 gates
+	p, _ := resilience.NewPipeline(m.classes.outcome, o.clock, gates...) // at most 4 gates
 	return p
 }
 
@@ -186,6 +194,7 @@ func (m *method) retried(ctx context.Context, u *unaryCall) error {
 		return withoutPushback(err)
 	}
 	a := m.retry.Begin(ctx)
+	var last error
 	for {
 		actx := ctx
 		if n := a.Attempt(); n > 0 {
@@ -194,8 +203,14 @@ func (m *method) retried(ctx context.Context, u *unaryCall) error {
 		err := m.unary.Run(actx, u.attempt)
 		wait, again := a.Next(err)
 		if !again || !a.Wait(wait) {
+			if last != nil && errors.Is(err, throttler.ErrThrottled) {
+				// A retry the throttler held back: the caller gets what the
+				// backend said, as for a retry the token bucket held back.
+				return withoutPushback(last)
+			}
 			return withoutPushback(err)
 		}
+		last = err
 	}
 }
 

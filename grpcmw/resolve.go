@@ -21,7 +21,7 @@ func builtin() Policies {
 			SlidingWindowType:                     Ptr("COUNT_BASED"),
 			SlidingWindowSize:                     Ptr(100),
 			MinimumNumberOfCalls:                  Ptr(20),
-			FailureRateThreshold:                  Ptr(50.0),
+			FailureRateThreshold:                  Ptr(80.0),
 			SlowCallDurationThreshold:             Dur(2 * time.Second),
 			SlowCallRateThreshold:                 Ptr(100.0),
 			WaitDurationInOpenState:               Dur(30 * time.Second),
@@ -51,6 +51,7 @@ func builtin() Policies {
 			PerAttempt: Dur(time.Second),
 			Overall:    Dur(3 * time.Second),
 		},
+		AdaptiveThrottling: builtinThrottling(),
 	}
 }
 
@@ -232,6 +233,11 @@ func checkMethodLevel(p *Policies, path string, keyBy string, add func(path, pro
 			add(path+".bulkhead."+k, "with keyBy: service one bulkhead serves the whole service; set it on the service (or use keyBy: method)")
 		}
 	}
+	if at := p.AdaptiveThrottling; at != nil && keyBy == KeyByService {
+		for _, k := range setKeys(at) {
+			add(path+".adaptiveThrottling."+k, "with keyBy: service one throttler serves the whole service; set it on the service (or use keyBy: method)")
+		}
+	}
 }
 
 // setKeys lists the YAML keys a section sets.
@@ -300,6 +306,9 @@ func checkLevel(levels []level, here string, failed map[string][]string, add fun
 	}
 	if err := checkTimeouts(eff.Timeout); err != nil {
 		report("timeout", err)
+	}
+	if _, err := throttlerConfig(eff.AdaptiveThrottling, ""); err != nil {
+		report("adaptiveThrottling", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/throttler"
 	"github.com/meshless/meshless/timeout"
 )
 
@@ -40,9 +41,10 @@ const (
 )
 
 // RejectionError is a local rejection as a gRPC status error: status.Code
-// gives UNAVAILABLE (breaker) or RESOURCE_EXHAUSTED (bulkhead), the status
-// carries a google.rpc.ErrorInfo with the reason, and errors.Is matches the
-// policy's sentinel (circuitbreaker.ErrOpen, bulkhead.ErrFull). It is a
+// gives UNAVAILABLE (breaker) or RESOURCE_EXHAUSTED (bulkhead, adaptive
+// throttler), the status carries a google.rpc.ErrorInfo with the reason, and
+// errors.Is matches the policy's sentinel (circuitbreaker.ErrOpen,
+// bulkhead.ErrFull, throttler.ErrThrottled). It is a
 // resilience.Rejection, so no retry policy retries it, here or, through the
 // ErrorInfo, one hop up.
 type RejectionError struct {
@@ -78,6 +80,7 @@ func (c *rejectionCache) wrap(err error) error {
 func newRejection(err error) *RejectionError {
 	var oe *circuitbreaker.OpenError
 	var fe *bulkhead.FullError
+	var te *throttler.RejectedError
 	var st *status.Status
 	switch {
 	case errors.As(err, &oe):
@@ -86,6 +89,8 @@ func newRejection(err error) *RejectionError {
 		})
 	case errors.As(err, &fe):
 		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonBulkheadFull, map[string]string{"name": fe.Name})
+	case errors.As(err, &te):
+		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonThrottled, map[string]string{"name": te.Name})
 	default:
 		st = status.New(codes.Unavailable, err.Error())
 	}
@@ -101,9 +106,10 @@ func withInfo(c codes.Code, msg, reason string, md map[string]string) *status.St
 }
 
 // RejectionReason returns the meshless rejection reason an error carries on
-// the wire (ReasonCircuitOpen, ReasonBulkheadFull or ReasonRateLimited), made
-// here or by a downstream service whose error was passed on unchanged; ""
-// otherwise. Only an UNAVAILABLE or RESOURCE_EXHAUSTED status is read.
+// the wire (ReasonCircuitOpen, ReasonBulkheadFull, ReasonRateLimited or
+// ReasonThrottled), made here or by a downstream service whose error was
+// passed on unchanged; "" otherwise. Only an UNAVAILABLE or
+// RESOURCE_EXHAUSTED status is read.
 func RejectionReason(err error) string {
 	if err == nil {
 		return ""
@@ -122,7 +128,7 @@ func RejectionReason(err error) string {
 			continue
 		}
 		switch r := info.GetReason(); r {
-		case ReasonCircuitOpen, ReasonBulkheadFull, ReasonRateLimited:
+		case ReasonCircuitOpen, ReasonBulkheadFull, ReasonRateLimited, ReasonThrottled:
 			return r
 		}
 	}
@@ -268,8 +274,8 @@ func wireError(err error) error {
 	return err
 }
 
-// errorType names an error for metrics: circuit_open or bulkhead_full for a
-// local rejection, else the gRPC code's name; "" for nil.
+// errorType names an error for metrics: circuit_open, throttled or
+// bulkhead_full for a local rejection, else the gRPC code's name; "" for nil.
 func errorType(err error) string {
 	if err == nil {
 		return ""
@@ -278,6 +284,9 @@ func errorType(err error) string {
 	if errors.As(err, &re) {
 		if errors.Is(re.err, circuitbreaker.ErrOpen) {
 			return "circuit_open"
+		}
+		if errors.Is(re.err, throttler.ErrThrottled) {
+			return "throttled"
 		}
 		return "bulkhead_full"
 	}

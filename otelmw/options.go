@@ -8,7 +8,7 @@ const DefaultMaxMethods = 1000
 
 // maxErrorTypes bounds the distinct error.type values of one method's
 // meshless.call.duration; further values become "_OTHER". gRPC has 17 codes
-// and grpcmw adds circuit_open and bulkhead_full.
+// and grpcmw adds circuit_open, throttled and bulkhead_full.
 const maxErrorTypes = 32
 
 type config struct {

@@ -21,6 +21,7 @@ import (
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/throttler"
 )
 
 // client is one way of calling a backend: a column of the story.
@@ -119,8 +120,8 @@ func (c *client) call(ctx context.Context, p int, req *testgrpc.SimpleRequest) {
 	c.st.record(p, time.Since(start), int(sent.Load()), err)
 }
 
-// tally counts calls. Calls = OK + NotFound + Failed + Open + Full once every
-// call is over.
+// tally counts calls. Calls = OK + NotFound + Failed + Open + Throttled +
+// Full once every call is over.
 type tally struct {
 	Calls    int // started
 	Reached  int // requests the backend received: attempts, retries included
@@ -129,6 +130,9 @@ type tally struct {
 	Failed   int // any other error from the backend, or its deadline
 	Open     int // refused by the breaker (CIRCUIT_OPEN), nothing sent
 	Full     int // refused by the bulkhead (BULKHEAD_FULL), nothing sent
+	// Throttled is refused by the adaptive throttler (THROTTLED), nothing
+	// sent.
+	Throttled int
 }
 
 func (t *tally) add(u tally) {
@@ -139,10 +143,11 @@ func (t *tally) add(u tally) {
 	t.Failed += u.Failed
 	t.Open += u.Open
 	t.Full += u.Full
+	t.Throttled += u.Throttled
 }
 
 // Rejected is the calls the client refused itself.
-func (t tally) Rejected() int { return t.Open + t.Full }
+func (t tally) Rejected() int { return t.Open + t.Full + t.Throttled }
 
 // Answered is the calls the backend answered as a healthy backend does.
 func (t tally) Answered() int { return t.OK + t.NotFound }
@@ -181,6 +186,8 @@ func (s *stats) record(p int, d time.Duration, sent int, err error) {
 		t.Open = 1
 	case errors.Is(err, bulkhead.ErrFull):
 		t.Full = 1
+	case errors.Is(err, throttler.ErrThrottled):
+		t.Throttled = 1
 	case status.Code(err) == codes.NotFound:
 		t.NotFound = 1
 	default:

@@ -18,7 +18,9 @@
 // RESOURCE_EXHAUSTED and a grpc-retry-pushback-ms trailer). The backends run
 // through a schedule of phases: healthy (200 calls a second); overloaded
 // (1000 calls a second, 2.5 times what the workers serve: latency grows with
-// the queue, and the rest is shed); failing (UNAVAILABLE at once); hanging
+// the queue, and the rest is shed; meshless's adaptive throttler sends its
+// backend about twice what it accepts, and its breaker stays closed, as
+// docs/overload.md explains); failing (UNAVAILABLE at once); hanging
 // (never answers); recovered (healthy again). The program prints the
 // breaker's transitions and a status line per second, then a comparison: the
 // whole run, then per phase the success rate, p50 and p99 latency, the

@@ -87,7 +87,7 @@ func TestMeshlessShedsLoadOfABackendThatFailsAndHangs(t *testing.T) {
 
 	for _, c := range sum.Clients {
 		for i, r := range append(c.Phases, c.Total) {
-			if r.Calls != r.OK+r.NotFound+r.Failed+r.Open+r.Full {
+			if r.Calls != r.Answered()+r.Failed+r.Rejected() {
 				t.Errorf("%s, phase %d: counts do not add up: %+v", c.Name, i, r.tally)
 			}
 			// Every answer came from the backend: a request reached it.
@@ -156,12 +156,16 @@ func TestMeshlessShedsLoadOfABackendThatFailsAndHangs(t *testing.T) {
 	}
 
 	// While it hung, bare waited out every deadline; meshless answered at
-	// once.
+	// once, but for its breaker's probes (one every open wait, about 1 % of
+	// the calls), which wait out theirs.
 	if p99 := bare.Phases[phaseHanging].P99; p99 < cfg.Timeout {
 		t.Errorf("bare's p99 latency while hanging = %v, want at least the deadline %v", p99, cfg.Timeout)
 	}
-	if p99 := mesh.Phases[phaseHanging].P99; p99 >= cfg.Timeout/2 {
-		t.Errorf("meshless's p99 latency while hanging = %v, want well under the deadline %v", p99, cfg.Timeout)
+	if p50 := mesh.Phases[phaseHanging].P50; p50 >= cfg.Timeout/2 {
+		t.Errorf("meshless's median latency while hanging = %v, want well under the deadline %v", p50, cfg.Timeout)
+	}
+	if h := mesh.Phases[phaseHanging]; h.Reached*20 > h.Calls {
+		t.Errorf("meshless sent %d requests to the hanging backend for %d calls, want under 5 %%", h.Reached, h.Calls)
 	}
 
 	for _, want := range []string{
@@ -197,20 +201,61 @@ func TestMeshlessShedsLoadOfABackendThatFailsAndHangs(t *testing.T) {
 	}
 }
 
-// TODO(issue 10): meshless does worse than bare while the backend is
-// overloaded and once it has recovered, with client.yaml as it is: the
-// breaker opens on the calls the backend sheds and rejects far more than
-// the backend would have shed, and a probe sent while the backend hung
-// re-opens it for maxWaitDurationInOpenState into the recovered phase. The
-// summary says so; this test says what should hold once it is fixed.
+// Phase by phase, from the run's own numbers, meshless does at least as
+// well as the bare client. Margins, stated:
+//   - success rate ≥ bare's − 2 points (the summary's tie) in every phase
+//     but "recovered";
+//   - while recovered, the breaker (opened by the failing and hanging
+//     phases) closes within one open wait at its longest
+//     (maxWaitDurationInOpenState) plus the probe's time
+//     (maxWaitDurationInHalfOpenState, a hung probe) plus one healthy call;
+//     meshless's success rate may fall short of bare's by the calls of that
+//     time and no more. No client-side breaker can know the backend is back
+//     before a probe has come back from it;
+//   - p99 ≤ bare's × 1.1 + 1ms (the summary's tie) in every phase;
+//   - while overloaded, the backend receives no more requests from meshless
+//     than from bare.
 func TestMeshlessAtLeastAsGoodAsBareInEveryPhase(t *testing.T) {
-	t.Skip("does not hold yet: meshless loses the overloaded and recovered phases (issue 10); see the TODO")
-	sum := runInBubble(t, shortConfig(t), io.Discard)
-	for i, v := range sum.Verdicts {
-		if v.Winner == "bare" {
-			t.Errorf("while %s bare did better: %s", sum.Schedule[i], v.Why)
+	cfg := shortConfig(t)
+	cfg.Schedule[phaseRecovered].Duration = 3 * time.Second
+	sum := runInBubble(t, cfg, io.Discard)
+	bare, mesh := sum.Clients[0], sum.Clients[1]
+	cb := cfg.Client.Defaults.CircuitBreaker
+	recovery := cb.MaxWaitDurationInOpenState.D() + cb.MaxWaitDurationInHalfOpenState.D() + cfg.Capacity.Work
+	rate := func(r result) float64 { return float64(r.Answered()) / float64(r.Calls) }
+	for i, ph := range sum.Schedule {
+		b, m := bare.Phases[i], mesh.Phases[i]
+		margin := 0.02
+		if i == phaseRecovered {
+			margin = recovery.Seconds() / ph.Duration.Seconds()
+		}
+		t.Logf("%s: bare %+v p99 %v; meshless %+v p99 %v", ph, b.tally, b.P99, m.tally, m.P99)
+		if rate(m) < rate(b)-margin {
+			t.Errorf("while %s: meshless success %.1f%%, bare %.1f%%: want at most %.1f points less", ph, 100*rate(m), 100*rate(b), 100*margin)
+		}
+		if m.P99 > b.P99+b.P99/10+time.Millisecond {
+			t.Errorf("while %s: meshless p99 %v, bare %v: want no more (within 10 %% or 1ms)", ph, m.P99, b.P99)
+		}
+		if v := sum.Verdicts[i]; v.Winner == "bare" && i != phaseRecovered {
+			t.Errorf("while %s bare did better: %s", ph, v.Why)
 		}
 	}
+	if b, m := bare.Phases[phaseOverloaded].Reached, mesh.Phases[phaseOverloaded].Reached; m > b {
+		t.Errorf("while overloaded the backend received %d requests from meshless, %d from bare: want no more", m, b)
+	}
+	// The breaker closed in time once the backend recovered.
+	recovered := sum.Schedule.start(phaseRecovered)
+	var closed time.Duration
+	for _, tr := range sum.Transitions {
+		if tr.To == circuitbreaker.StateClosed && tr.At >= recovered && closed == 0 {
+			closed = tr.At
+		}
+	}
+	if closed == 0 || closed-recovered > recovery {
+		t.Errorf("the breaker closed %v after the backend recovered (0: never), want within %v; transitions %+v", closed-recovered, recovery, sum.Transitions)
+	}
+	t.Logf("the breaker closed %v after the backend recovered; meshless success while recovered %.1f%% (bare %.1f%%)",
+		closed-recovered, 100*rate(mesh.Phases[phaseRecovered]), 100*rate(bare.Phases[phaseRecovered]))
 }
 
 func TestShedWithPushback(t *testing.T) {

@@ -35,7 +35,7 @@ type breakerView struct {
 }
 
 func viewBreaker(cfg *grpcmw.Config) breakerView {
-	v := breakerView{Window: 100, MinCalls: 20, Probes: 2, FailureRate: 50, SlowRate: 100, SlowCall: 2 * time.Second, OpenWait: 30 * time.Second}
+	v := breakerView{Window: 100, MinCalls: 20, Probes: 2, FailureRate: 80, SlowRate: 100, SlowCall: 2 * time.Second, OpenWait: 30 * time.Second}
 	cb := cfg.Defaults.CircuitBreaker
 	if cb == nil {
 		return v
@@ -164,6 +164,8 @@ func (s *story) transition(tr transition) {
 func (s *story) explain(tr transition) string {
 	b := s.breaker
 	switch {
+	case tr.From == circuitbreaker.StateHalfOpen && tr.To == circuitbreaker.StateOpen && tr.Reason == circuitbreaker.ReasonHalfOpenTimeout:
+		return "the probe took longer than maxWaitDurationInHalfOpenState; rejecting calls again, the wait doubled up to maxWaitDurationInOpenState"
 	case tr.From == circuitbreaker.StateHalfOpen && tr.To == circuitbreaker.StateOpen:
 		return "the probes failed; rejecting calls again, the wait doubled up to maxWaitDurationInOpenState"
 	case tr.Reason == circuitbreaker.ReasonFailureRate:
@@ -171,7 +173,11 @@ func (s *story) explain(tr transition) string {
 	case tr.Reason == circuitbreaker.ReasonSlowCallRate:
 		return fmt.Sprintf("%g%% or more of the last %d attempts took over %v; rejecting calls for %v", b.SlowRate, b.Window, b.SlowCall, b.OpenWait)
 	case tr.Reason == circuitbreaker.ReasonWaitElapsed:
-		return fmt.Sprintf("open for %v; letting %d probes through", (tr.At - s.opened[tr.Breaker]).Round(10*time.Millisecond), b.Probes)
+		probes := fmt.Sprintf("%d probes", b.Probes)
+		if b.Probes == 1 {
+			probes = "1 probe"
+		}
+		return fmt.Sprintf("open for %v; letting %s through", (tr.At - s.opened[tr.Breaker]).Round(10*time.Millisecond), probes)
 	case tr.Reason == circuitbreaker.ReasonProbesSucceeded:
 		return "the probes passed; calls flow again"
 	}
@@ -382,6 +388,7 @@ func (s summary) print(w io.Writer) {
 	row("  answered NOT_FOUND (a business answer)", n(func(r result) int { return r.NotFound }, total))
 	row("  failed (UNAVAILABLE, DEADLINE_EXCEEDED…)", n(func(r result) int { return r.Failed }, total))
 	row("  rejected fast: breaker open (CIRCUIT_OPEN)", n(func(r result) int { return r.Open }, total))
+	row("  rejected fast: throttled (THROTTLED)", n(func(r result) int { return r.Throttled }, total))
 	row("  rejected fast: bulkhead full (BULKHEAD_FULL)", n(func(r result) int { return r.Full }, total))
 	row("latency p50", d(func(r result) time.Duration { return r.P50 }, total))
 	row("latency p99", d(func(r result) time.Duration { return r.P99 }, total))
@@ -422,9 +429,9 @@ func (s summary) print(w io.Writer) {
 	}
 	base, c := s.Clients[0], s.Clients[len(s.Clients)-1]
 	bh, ch := base.Phases[hung], c.Phases[hung]
-	fmt.Fprintf(w, "\nWhile the backend hung, %s sent it %d requests (%s: %d) and answered 99%% of its callers\n"+
-		"within %s (%s: %s); its calls in flight peaked at %d (%s: %d).\n",
-		c.Name, ch.Reached, base.Name, bh.Reached, fmtDur(ch.P99), base.Name, fmtDur(bh.P99),
+	fmt.Fprintf(w, "\nWhile the backend hung, %s sent it %d requests (%s: %d) and answered half of its callers\n"+
+		"within %s (%s: %s), 99%% within %s (%s: %s); its calls in flight peaked at %d (%s: %d).\n",
+		c.Name, ch.Reached, base.Name, bh.Reached, fmtDur(ch.P50), base.Name, fmtDur(bh.P50), fmtDur(ch.P99), base.Name, fmtDur(bh.P99),
 		c.PeakInFlight, base.Name, base.PeakInFlight)
 }
 

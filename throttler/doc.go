@@ -1,0 +1,32 @@
+// Package throttler is client-side adaptive throttling, as described in
+// Google's SRE book ("Handling Overload"): a client that sees its backend
+// refuse more and more of its requests rejects the excess itself, locally
+// and at once, instead of sending it to a backend that would only shed it.
+//
+// A [Throttler] counts, over a sliding time window (10 s by default), the
+// requests it was asked to let through (those it rejected included) and
+// those the backend accepted. It rejects each new request with probability
+//
+//	max(0, (requests − K × accepts) / (requests + 1))
+//
+// capped at maxRejectionRate (90 % by default), so at least a tenth of the
+// requests still reach the backend and tell when it recovers. K (the
+// multiplier, 2 by default) is how many requests the backend may get per
+// request it accepts: with K = 2 an overloaded backend that serves 400
+// requests a second receives about 800 a second from this client, whatever
+// the client offers, and serves its 400. Below minimumRequests in the window
+// (20 by default) nothing is rejected: a trickle of traffic always flows.
+//
+// A rejection is a *[RejectedError], which errors.Is [ErrThrottled] and is a
+// resilience.Rejection: the request never reached the backend, so no circuit
+// breaker counts it and no retry retries it.
+//
+// A Throttler is a resilience.Gate: package grpcmw runs it inside the circuit
+// breaker and outside the bulkhead (docs/overload.md).
+//
+//	th, err := throttler.New(throttler.WithName("payments"))
+//	...
+//	err = th.Execute(ctx, func(ctx context.Context) error {
+//		return client.Charge(ctx, req)
+//	})
+package throttler

@@ -1,0 +1,298 @@
+package throttler
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// buckets is how many parts the window is cut into: it slides by a tenth.
+const buckets = 10
+
+// Config is a throttler's settings; the YAML keys of grpcmw's
+// adaptiveThrottling section are in parentheses.
+type Config struct {
+	// Name names the throttler in its errors.
+	Name string
+	// Multiplier (multiplier) is K: the requests the backend may receive per
+	// request it accepts before the throttler rejects any. At least 1;
+	// default 2.
+	Multiplier float64
+	// Window (window) is how far back the throttler counts. Default 10s.
+	Window time.Duration
+	// MinimumRequests (minimumRequests): below this many requests in the
+	// window the throttler rejects nothing. Default 20; 0 or more.
+	MinimumRequests int
+	// MaxRejectionRate (maxRejectionRate) caps the rejection probability, in
+	// percent: at least 100 − MaxRejectionRate percent of the requests reach
+	// the backend, however badly it does. In [0, 100); default 90.
+	MaxRejectionRate float64
+}
+
+// DefaultConfig returns the defaults: multiplier 2, window 10s, minimum 20
+// requests, at most 90 % rejected.
+func DefaultConfig() Config {
+	return Config{Multiplier: 2, Window: 10 * time.Second, MinimumRequests: 20, MaxRejectionRate: 90}
+}
+
+// Validate reports every setting out of range, each as a
+// *resilience.OptionError that names its key.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key string, v any, problem string) {
+		errs = append(errs, &resilience.OptionError{Option: key, Value: v, Problem: problem})
+	}
+	if !(c.Multiplier >= 1 && c.Multiplier <= 1000) {
+		bad("multiplier", c.Multiplier, "must be in [1, 1000]")
+	}
+	if c.Window < buckets*time.Millisecond || c.Window > time.Hour {
+		bad("window", c.Window, "must be in [10ms, 1h]")
+	}
+	if c.MinimumRequests < 0 || c.MinimumRequests > 1_000_000 {
+		bad("minimumRequests", c.MinimumRequests, "must be in [0, 1000000]")
+	}
+	if !(c.MaxRejectionRate >= 0 && c.MaxRejectionRate < 100) {
+		bad("maxRejectionRate", c.MaxRejectionRate, "must be in [0, 100)")
+	}
+	return errors.Join(errs...)
+}
+
+// Verdict is what an admitted request's result says about the backend.
+type Verdict uint8
+
+const (
+	// Accepted: the backend took the request and did its work (a business
+	// error such as NOT_FOUND included).
+	Accepted Verdict = iota
+	// Refused: the backend shed it, failed or did not answer in time.
+	Refused
+	// Uncounted: the result says nothing (the caller gave up, a local
+	// rejection inside the throttler); the request is taken back.
+	Uncounted
+)
+
+// DefaultVerdict maps a result's outcome: Success is Accepted, Failure is
+// Refused, Ignored is Uncounted.
+func DefaultVerdict(r resilience.Result) Verdict {
+	switch r.Outcome {
+	case resilience.Success:
+		return Accepted
+	case resilience.Failure:
+		return Refused
+	}
+	return Uncounted
+}
+
+// Option configures a [Throttler].
+type Option func(*settings)
+
+type settings struct {
+	cfg     Config
+	clock   resilience.Clock
+	random  func() float64
+	verdict func(resilience.Result) Verdict
+}
+
+// WithConfig sets every setting at once.
+func WithConfig(c Config) Option { return func(s *settings) { s.cfg = c } }
+
+// WithName names the throttler.
+func WithName(name string) Option { return func(s *settings) { s.cfg.Name = name } }
+
+// WithMultiplier sets K (see [Config.Multiplier]).
+func WithMultiplier(k float64) Option { return func(s *settings) { s.cfg.Multiplier = k } }
+
+// WithWindow sets the window (see [Config.Window]).
+func WithWindow(d time.Duration) Option { return func(s *settings) { s.cfg.Window = d } }
+
+// WithMinimumRequests sets the floor (see [Config.MinimumRequests]).
+func WithMinimumRequests(n int) Option { return func(s *settings) { s.cfg.MinimumRequests = n } }
+
+// WithMaxRejectionRate sets the cap, in percent (see [Config.MaxRejectionRate]).
+func WithMaxRejectionRate(pct float64) Option {
+	return func(s *settings) { s.cfg.MaxRejectionRate = pct }
+}
+
+// WithClock sets the clock the window reads (default
+// resilience.SystemClock()).
+func WithClock(c resilience.Clock) Option { return func(s *settings) { s.clock = c } }
+
+// WithRandom sets the source of the draws in [0, 1) that decide each
+// rejection (default math/rand/v2's Float64); for tests.
+func WithRandom(f func() float64) Option { return func(s *settings) { s.random = f } }
+
+// WithVerdict sets how an admitted request's result counts (default
+// [DefaultVerdict]). grpcmw counts RESOURCE_EXHAUSTED as Refused too: a
+// backend that sheds with it is overloaded, not answering.
+func WithVerdict(f func(resilience.Result) Verdict) Option {
+	return func(s *settings) { s.verdict = f }
+}
+
+type bucket struct {
+	epoch                       int64 // the window slot's index since start
+	requests, accepts, uncounts int64
+}
+
+// Throttler rejects requests locally while its backend refuses too many; see
+// the package documentation. It is a resilience.Gate and is safe for
+// concurrent use.
+type Throttler struct {
+	cfg     Config
+	clock   resilience.Clock
+	random  func() float64
+	verdict func(resilience.Result) Verdict
+	rej     *RejectedError
+	slot    time.Duration
+	start   time.Time
+
+	mu sync.Mutex
+	b  [buckets]bucket
+}
+
+// New returns a throttler; an invalid setting is an error naming its key.
+func New(opts ...Option) (*Throttler, error) {
+	s := settings{cfg: DefaultConfig(), clock: resilience.SystemClock(), random: rand.Float64, verdict: DefaultVerdict}
+	for _, o := range opts {
+		if o != nil {
+			o(&s)
+		}
+	}
+	if err := s.cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if s.clock == nil || s.random == nil || s.verdict == nil {
+		return nil, errors.New("throttler: WithClock, WithRandom and WithVerdict need a non-nil argument")
+	}
+	t := &Throttler{cfg: s.cfg, clock: s.clock, random: s.random, verdict: s.verdict,
+		rej: &RejectedError{Name: s.cfg.Name}, slot: s.cfg.Window / buckets, start: s.clock.Now()}
+	for i := range t.b {
+		t.b[i].epoch = -1
+	}
+	return t, nil
+}
+
+// Reset forgets every request and accept counted: the throttler starts
+// afresh, as if just built. grpcmw resets it when the circuit breaker in
+// front of it closes, its probes having shown the backend healthy.
+func (t *Throttler) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.b {
+		t.b[i] = bucket{epoch: -1}
+	}
+}
+
+// Config returns the throttler's settings.
+func (t *Throttler) Config() Config { return t.cfg }
+
+// at returns the bucket of now, emptied if it held an older slot. Called
+// with t.mu held.
+func (t *Throttler) at(now time.Time) (*bucket, int64) {
+	e := int64(now.Sub(t.start) / t.slot)
+	if e < 0 {
+		e = 0
+	}
+	b := &t.b[e%buckets]
+	if b.epoch != e {
+		*b = bucket{epoch: e}
+	}
+	return b, e
+}
+
+// totals sums the buckets within the window of epoch e. Called with t.mu
+// held.
+func (t *Throttler) totals(e int64) (requests, accepts int64) {
+	for i := range t.b {
+		if b := &t.b[i]; b.epoch > e-buckets && b.epoch <= e {
+			requests += b.requests - b.uncounts
+			accepts += b.accepts
+		}
+	}
+	return max(requests, 0), accepts
+}
+
+// rate is the rejection probability for these counts.
+func (t *Throttler) rate(requests, accepts int64) float64 {
+	if requests < int64(t.cfg.MinimumRequests) {
+		return 0
+	}
+	p := (float64(requests) - t.cfg.Multiplier*float64(accepts)) / float64(requests+1)
+	return min(max(p, 0), t.cfg.MaxRejectionRate/100)
+}
+
+// RejectionRate returns the probability with which the next request would
+// be rejected, from 0 to maxRejectionRate/100.
+func (t *Throttler) RejectionRate() float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, e := t.at(t.clock.Now())
+	return t.rate(t.totals(e))
+}
+
+// Counts returns the requests (rejected ones included, those taken back
+// excluded) and the accepts in the current window.
+func (t *Throttler) Counts() (requests, accepts int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, e := t.at(t.clock.Now())
+	return t.totals(e)
+}
+
+// Enter counts the request and admits it, or rejects it with the current
+// probability. The permit it returns is for Exit.
+func (t *Throttler) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	t.mu.Lock()
+	b, e := t.at(t.clock.Now())
+	p := t.rate(t.totals(e))
+	b.requests++
+	t.mu.Unlock()
+	if p > 0 && t.random() < p {
+		return ctx, resilience.Permit{}, t.rej
+	}
+	return ctx, resilience.Permit{Ref: t}, nil
+}
+
+// Exit counts how the admitted request ended, as the verdict function says.
+// A permit without a Ref (one its caller made to let a request by uncounted)
+// counts nothing.
+func (t *Throttler) Exit(_ context.Context, p resilience.Permit, r resilience.Result) error {
+	if p.Ref == nil {
+		return r.Err
+	}
+	v := t.verdict(r)
+	if v == Refused {
+		return r.Err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b, _ := t.at(t.clock.Now())
+	if v == Accepted {
+		b.accepts++
+	} else {
+		b.uncounts++
+	}
+	return r.Err
+}
+
+// Execute runs fn through the throttler, classifying its error with
+// resilience.DefaultClassifier.
+func (t *Throttler) Execute(ctx context.Context, fn func(context.Context) error) (err error) {
+	ctx, p, err := t.Enter(ctx)
+	if err != nil {
+		return err
+	}
+	start := t.clock.Now()
+	r := resilience.Result{Outcome: resilience.Failure, Err: resilience.ErrPanicked}
+	defer func() {
+		r.End = t.clock.Now()
+		r.Duration = r.End.Sub(start)
+		err = t.Exit(ctx, p, r)
+	}()
+	r.Err = fn(ctx)
+	r.Outcome = resilience.DefaultClassifier(r.Err)
+	return r.Err
+}
