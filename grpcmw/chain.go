@@ -35,6 +35,7 @@ type state struct {
 	// Chain.mu.
 	breakers  map[string]*breakerEntry
 	bulkheads map[string]*bulkheadEntry
+	limiters  map[string]*limiterEntry
 }
 
 type breakerEntry struct {
@@ -58,6 +59,7 @@ type method struct {
 	retry     *retry.Retry
 	breaker   *breakerEntry
 	bulkhead  *bulkheadEntry
+	limiter   *limiterEntry
 	classes   classes
 	retryable [17]bool
 	// The attempt pipelines, in the order of order.go: unary calls and
@@ -106,7 +108,7 @@ func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
 		return nil, err
 	}
 	st := &state{cfg: cfg, throttle: th, throttleSet: resolveThrottle(cfg.RetryThrottling),
-		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{}}
+		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{}, limiters: map[string]*limiterEntry{}}
 	if old != nil {
 		if old.throttle != nil && th != nil && old.throttleSet == st.throttleSet {
 			st.throttle = old.throttle // unchanged settings: keep the tokens across reloads
@@ -116,6 +118,9 @@ func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
 		}
 		for k, e := range old.bulkheads {
 			st.bulkheads[k] = e
+		}
+		for k, e := range old.limiters {
+			st.limiters[k] = e
 		}
 	}
 	st.methods = newMethodTable()
@@ -139,9 +144,9 @@ func (c *Chain) build(st *state, svc, name string) *method {
 		m.call = resilience.Attach(o.observer, resilience.Source{Kind: resilience.KindCall, Name: m.name})
 	}
 
-	key, shared := svc, svcEff
+	key, shared, sharedLevels := svc, svcEff, []*Policies{&st.cfg.Defaults, sp}
 	if *svcEff.CircuitBreaker.KeyBy == KeyByMethod {
-		key, shared = svc+"/"+name, eff
+		key, shared, sharedLevels = svc+"/"+name, eff, append(sharedLevels, mp)
 	}
 	if cb := shared.CircuitBreaker; *cb.Enabled && !o.serverSide {
 		m.breaker = c.breaker(st, key, cb)
@@ -149,6 +154,9 @@ func (c *Chain) build(st *state, svc, name string) *method {
 	m.classes = newClasses(eff.CircuitBreaker.FailureStatusCodes, eff.CircuitBreaker.IgnoredStatusCodes)
 	if bh := shared.Bulkhead; *bh.Enabled {
 		m.bulkhead = c.bulkhead(st, key, bh)
+	}
+	if rateLimiterOn(sharedLevels...) {
+		m.limiter = c.limiter(st, key, shared.RateLimiter)
 	}
 	if o.serverSide {
 		m.unary = m.pipeline(o, nil)

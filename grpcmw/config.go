@@ -40,6 +40,8 @@ type Policies struct {
 	Retry          *RetrySection          `yaml:"retry,omitempty"`
 	Bulkhead       *BulkheadSection       `yaml:"bulkhead,omitempty"`
 	Timeout        *TimeoutSection        `yaml:"timeout,omitempty"`
+	// RateLimiter is off unless a level writes it (docs/ratelimiter.md).
+	RateLimiter *RateLimiterSection `yaml:"rateLimiter,omitempty"`
 }
 
 // CircuitBreaker is the circuitBreaker section; see docs/circuitbreaker.md

@@ -180,6 +180,7 @@ var (
 		reflect.TypeFor[*BulkheadSection]():        true,
 		reflect.TypeFor[*TimeoutSection]():         true,
 		reflect.TypeFor[*RetryThrottlingSection](): true,
+		reflect.TypeFor[*RateLimiterSection]():     true,
 	}
 )
 

@@ -17,10 +17,13 @@
 //
 // Every call runs its method's policies in one fixed order, outer to inner:
 //
-//		overall timeout → retry → circuit breaker → bulkhead → per-attempt timeout → the call
+//		overall timeout → retry (or hedging) → circuit breaker → rate limiter → bulkhead → per-attempt timeout → the call
 //
 //	  - Retry is outside the breaker: each attempt is one breaker call, and an
 //	    open breaker ends the retries at once (a rejection is never retried).
+//	  - The rate limiter (a rateLimiter section; off unless written) is
+//	    inside the breaker, so an open breaker spends no quota, and outside
+//	    the bulkhead, so a call over the limit never holds a slot.
 //	  - The bulkhead is inside the breaker: an open breaker rejects before a
 //	    permit is taken, and a full bulkhead is a local event the breaker
 //	    ignores.
@@ -46,11 +49,14 @@
 // A call the breaker refuses fails with UNAVAILABLE and a
 // google.rpc.ErrorInfo whose reason is CIRCUIT_OPEN (metadata: name,
 // state); a call the bulkhead refuses, with RESOURCE_EXHAUSTED and
-// BULKHEAD_FULL. The error also matches circuitbreaker.ErrOpen or
-// bulkhead.ErrFull with errors.Is ([RejectionError]). No meshless client
-// retries either reason, also when a downstream service passes it on
-// unchanged ([RejectionReason]); the relayed CIRCUIT_OPEN still counts as a
-// failure of the service that relayed it.
+// BULKHEAD_FULL; a call the rate limiter refuses, with RESOURCE_EXHAUSTED
+// and RATE_LIMITED. The error also matches circuitbreaker.ErrOpen,
+// bulkhead.ErrFull or ratelimiter.ErrLimited with errors.Is
+// ([RejectionError]). No meshless client retries or hedges any of these
+// reasons, also when a downstream service passes it on unchanged
+// ([RejectionReason]); a relayed RATE_LIMITED is ignored by the breaker,
+// while the relayed CIRCUIT_OPEN still counts as a failure of the service
+// that relayed it.
 //
 // # Streams
 //

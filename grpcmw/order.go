@@ -13,7 +13,7 @@ import (
 
 // This file is the one place where the order of doc.go is written:
 //
-//	overall timeout → retry → circuit breaker → bulkhead → per-attempt timeout → the call
+//	overall timeout → retry (or hedging) → circuit breaker → rate limiter → bulkhead → per-attempt timeout → the call
 //
 // [method.pipeline] builds an attempt's gates, outer to inner, for the unary,
 // stream and server paths alike; [method.run] puts the overall timeout and
@@ -21,12 +21,17 @@ import (
 // streams with the same pipeline. A policy joins the order here, once.
 
 // pipeline returns the gates of one attempt in order: circuit breaker →
-// bulkhead → per-attempt timeout. Every permit they hand out is given back
+// rate limiter → bulkhead → per-attempt timeout. The rate limiter is inside
+// the breaker, so an open breaker spends no quota, and outside the bulkhead,
+// so a call refused by the limit never holds a slot. Every permit they hand out is given back
 // by the pipeline on every path, panics included.
 func (m *method) pipeline(o *options, perAttempt *timeout.Timeout) *resilience.Pipeline {
 	var gates []resilience.Gate
 	if m.breaker != nil {
 		gates = append(gates, m.breaker)
+	}
+	if m.limiter != nil {
+		gates = append(gates, m.limiter)
 	}
 	if m.bulkhead != nil {
 		gates = append(gates, m.bulkhead)
@@ -34,7 +39,7 @@ func (m *method) pipeline(o *options, perAttempt *timeout.Timeout) *resilience.P
 	if perAttempt != nil && perAttempt.Duration() > 0 {
 		gates = append(gates, perAttempt)
 	}
-	p, _ := resilience.NewPipeline(m.classes.outcome, o.clock, gates...) // at most 3 gates
+	p, _ := resilience.NewPipeline(m.classes.outcome, o.clock, gates...) // at most 4 gates
 	return p
 }
 

@@ -51,6 +51,13 @@ func builtin() Policies {
 			PerAttempt: Dur(time.Second),
 			Overall:    Dur(3 * time.Second),
 		},
+		// Off unless a level writes it (rateLimiterOn); these are the values
+		// a written section starts from.
+		RateLimiter: &RateLimiterSection{
+			LimitForPeriod:     Ptr(50),
+			LimitRefreshPeriod: Dur(time.Second),
+			TimeoutDuration:    Dur(0),
+		},
 	}
 }
 
@@ -232,6 +239,15 @@ func checkMethodLevel(p *Policies, path string, keyBy string, add func(path, pro
 			add(path+".bulkhead."+k, "with keyBy: service one bulkhead serves the whole service; set it on the service (or use keyBy: method)")
 		}
 	}
+	if rl := p.RateLimiter; rl != nil && keyBy == KeyByService {
+		keys := setKeys(rl)
+		if len(keys) == 0 {
+			add(path+".rateLimiter", "with keyBy: service one rate limiter serves the whole service; set it on the service (or use keyBy: method)")
+		}
+		for _, k := range keys {
+			add(path+".rateLimiter."+k, "with keyBy: service one rate limiter serves the whole service; set it on the service (or use keyBy: method)")
+		}
+	}
 }
 
 // setKeys lists the YAML keys a section sets.
@@ -300,6 +316,9 @@ func checkLevel(levels []level, here string, failed map[string][]string, add fun
 	}
 	if err := checkTimeouts(eff.Timeout); err != nil {
 		report("timeout", err)
+	}
+	if _, err := rateLimiterConfig(eff.RateLimiter, ""); err != nil {
+		report("rateLimiter", err)
 	}
 }
 

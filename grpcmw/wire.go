@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -25,6 +26,9 @@ const (
 	ReasonCircuitOpen = "CIRCUIT_OPEN"
 	// ReasonBulkheadFull marks a call a bulkhead rejected (RESOURCE_EXHAUSTED).
 	ReasonBulkheadFull = "BULKHEAD_FULL"
+	// ReasonRateLimited marks a call a rate limiter rejected
+	// (RESOURCE_EXHAUSTED).
+	ReasonRateLimited = "RATE_LIMITED"
 	// PushbackTrailer is the trailer in which a server asks the client to wait
 	// before retrying (gRFC A6), in milliseconds; a negative value asks it not
 	// to retry.
@@ -32,9 +36,10 @@ const (
 )
 
 // RejectionError is a local rejection as a gRPC status error: status.Code
-// gives UNAVAILABLE (breaker) or RESOURCE_EXHAUSTED (bulkhead), the status
-// carries a google.rpc.ErrorInfo with the reason, and errors.Is matches the
-// policy's sentinel (circuitbreaker.ErrOpen, bulkhead.ErrFull). It is a
+// gives UNAVAILABLE (breaker) or RESOURCE_EXHAUSTED (bulkhead, rate
+// limiter), the status carries a google.rpc.ErrorInfo with the reason, and
+// errors.Is matches the policy's sentinel (circuitbreaker.ErrOpen,
+// bulkhead.ErrFull, ratelimiter.ErrLimited). It is a
 // resilience.Rejection, so no retry policy retries it, here or, through the
 // ErrorInfo, one hop up.
 type RejectionError struct {
@@ -70,6 +75,7 @@ func (c *rejectionCache) wrap(err error) error {
 func newRejection(err error) *RejectionError {
 	var oe *circuitbreaker.OpenError
 	var fe *bulkhead.FullError
+	var le *ratelimiter.LimitedError
 	var st *status.Status
 	switch {
 	case errors.As(err, &oe):
@@ -78,6 +84,8 @@ func newRejection(err error) *RejectionError {
 		})
 	case errors.As(err, &fe):
 		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonBulkheadFull, map[string]string{"name": fe.Name})
+	case errors.As(err, &le):
+		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonRateLimited, map[string]string{"name": le.Name})
 	default:
 		st = status.New(codes.Unavailable, err.Error())
 	}
@@ -93,7 +101,7 @@ func withInfo(c codes.Code, msg, reason string, md map[string]string) *status.St
 }
 
 // RejectionReason returns the meshless rejection reason an error carries on
-// the wire (ReasonCircuitOpen or ReasonBulkheadFull), made here or by a
+// the wire (ReasonCircuitOpen, ReasonBulkheadFull or ReasonRateLimited), made here or by a
 // downstream service whose error was passed on unchanged; "" otherwise.
 func RejectionReason(err error) string {
 	if err == nil {
@@ -109,7 +117,7 @@ func RejectionReason(err error) string {
 	}
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain &&
-			(info.GetReason() == ReasonCircuitOpen || info.GetReason() == ReasonBulkheadFull) {
+			(info.GetReason() == ReasonCircuitOpen || info.GetReason() == ReasonBulkheadFull || info.GetReason() == ReasonRateLimited) {
 			return info.GetReason()
 		}
 	}
@@ -146,8 +154,8 @@ func newClasses(failure, ignored Codes) classes {
 }
 
 // outcome classifies an attempt's error: a failure code or any error that is
-// not a status is a failure, an ignored code or a local rejection is
-// ignored, every other code (NOT_FOUND…) is a success.
+// not a status is a failure, an ignored code, a local rejection or a relayed
+// RATE_LIMITED is ignored, every other code (NOT_FOUND…) is a success.
 func (c *classes) outcome(err error) resilience.Outcome {
 	if err == nil {
 		return resilience.Success
@@ -158,6 +166,10 @@ func (c *classes) outcome(err error) resilience.Outcome {
 	code, ok := codeOf(err)
 	if !ok {
 		return resilience.Failure
+	}
+	if code == codes.ResourceExhausted && RejectionReason(err) == ReasonRateLimited {
+		// A rate limit one hop down says nothing of the backend's health.
+		return resilience.Ignored
 	}
 	if int(code) < len(c) {
 		return c[code]
@@ -208,6 +220,9 @@ func errorType(err error) string {
 	if errors.As(err, &re) {
 		if errors.Is(re.err, circuitbreaker.ErrOpen) {
 			return "circuit_open"
+		}
+		if errors.Is(re.err, ratelimiter.ErrLimited) {
+			return "rate_limited"
 		}
 		return "bulkhead_full"
 	}

@@ -32,6 +32,7 @@ const (
 	metricBulkheadWait       = "meshless.bulkhead.wait.duration"
 	metricTimeoutCalls       = "meshless.timeout.calls"
 	metricCallDuration       = "meshless.call.duration"
+	metricRateLimiterCalls   = "meshless.rate_limiter.calls"
 )
 
 // durationBuckets are the explicit bucket boundaries, in seconds, of the
@@ -67,6 +68,7 @@ type Observer struct {
 	bulkheadWait        metric.Float64Histogram
 	timeoutCalls        metric.Int64Counter
 	callDuration        metric.Float64Histogram
+	rateLimiterCalls    metric.Int64Counter
 
 	reg metric.Registration // nil if registering the callback failed
 
@@ -165,6 +167,11 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 		metric.WithExplicitBucketBoundaries(durationBuckets...)),
 	)(noop.Float64Histogram{})
 
+	o.rateLimiterCalls = instrument(m.Int64Counter(metricRateLimiterCalls,
+		metric.WithUnit("{call}"),
+		metric.WithDescription("Calls that rate limiters permitted or rejected.")),
+	)(noop.Int64Counter{})
+
 	reg, err := m.RegisterCallback(o.observe, o.breakerState, o.breakerFailureRatio, o.breakerSlowRatio, o.bulkheadLimit)
 	if err != nil {
 		otel.Handle(err)
@@ -258,6 +265,10 @@ func (o *Observer) Attach(src resilience.Source) resilience.Recorder {
 		return r
 	case resilience.KindCall:
 		return newCallRecorder(o, src.Name)
+	case resilience.KindRateLimiter:
+		r := newRateLimiterRecorder(o, src.Name)
+		r.zero()
+		return r
 	}
 	return nil
 }
