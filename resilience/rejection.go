@@ -21,10 +21,12 @@ const (
 	KindCall
 	// KindRateLimiter is a rate limiter (package ratelimiter).
 	KindRateLimiter
+	// KindHedging is a hedging policy (retry.Hedge).
+	KindHedging
 )
 
 // String returns "circuit_breaker", "retry", "bulkhead", "timeout", "other",
-// "call" or "rate_limiter".
+// "call", "rate_limiter" or "hedging".
 func (k Kind) String() string {
 	switch k {
 	case KindCircuitBreaker:
@@ -41,6 +43,8 @@ func (k Kind) String() string {
 		return "call"
 	case KindRateLimiter:
 		return "rate_limiter"
+	case KindHedging:
+		return "hedging"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
