@@ -62,6 +62,8 @@ type method struct {
 	limiter   *limiterEntry
 	classes   classes
 	retryable [17]bool
+	hedge     *retry.Hedge // in retry's place when the method hedges
+	nonFatal  [17]bool
 	// The attempt pipelines, in the order of order.go: unary calls and
 	// streams differ only in their per-attempt timeout (a stream takes only
 	// the timeouts its method's own level sets).
@@ -163,7 +165,9 @@ func (c *Chain) build(st *state, svc, name string) *method {
 		m.stream = m.unary
 		return m
 	}
-	if r := eff.Retry; *r.Enabled && *r.MaxAttempts > 1 {
+	if hedgingOn(&st.cfg.Defaults, sp, mp) {
+		m.hedge = c.newHedge(st, m, eff.Hedging)
+	} else if r := eff.Retry; *r.Enabled && *r.MaxAttempts > 1 {
 		for _, code := range r.RetryableStatusCodes {
 			m.retryable[code] = true
 		}

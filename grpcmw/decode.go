@@ -181,6 +181,7 @@ var (
 		reflect.TypeFor[*TimeoutSection]():         true,
 		reflect.TypeFor[*RetryThrottlingSection](): true,
 		reflect.TypeFor[*RateLimiterSection]():     true,
+		reflect.TypeFor[*HedgingSection]():         true,
 	}
 )
 

@@ -154,8 +154,12 @@ func (m *method) runPolicies(ctx context.Context, u *unaryCall) error {
 	return withoutPushback(m.overall.Execute(ctx, func(ctx context.Context) error { return m.retried(ctx, u) }))
 }
 
-// retried runs the attempts while the retry policy allows.
+// retried runs the attempts while the retry policy allows; a method that
+// hedges runs its copies instead (hedge.go), each one attempt.
 func (m *method) retried(ctx context.Context, u *unaryCall) error {
+	if m.hedge != nil {
+		return m.hedged(ctx, u)
+	}
 	if m.retry == nil {
 		return m.unary.Run(ctx, u.attempt)
 	}

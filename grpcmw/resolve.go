@@ -58,6 +58,12 @@ func builtin() Policies {
 			LimitRefreshPeriod: Dur(time.Second),
 			TimeoutDuration:    Dur(0),
 		},
+		// Off unless a level writes it (hedgingOn).
+		Hedging: &HedgingSection{
+			MaxAttempts:         Ptr(3),
+			HedgingDelay:        Dur(100 * time.Millisecond),
+			NonFatalStatusCodes: Codes{codes.Unavailable},
+		},
 	}
 }
 
@@ -320,6 +326,10 @@ func checkLevel(levels []level, here string, failed map[string][]string, add fun
 	if _, err := rateLimiterConfig(eff.RateLimiter, ""); err != nil {
 		report("rateLimiter", err)
 	}
+	if _, err := hedgeConfig(eff.Hedging); err != nil {
+		report("hedging", err)
+	}
+	checkHedging(levels, add)
 }
 
 func checkBreakerCodes(cb *CircuitBreakerSection) error {

@@ -33,6 +33,7 @@ const (
 	metricTimeoutCalls       = "meshless.timeout.calls"
 	metricCallDuration       = "meshless.call.duration"
 	metricRateLimiterCalls   = "meshless.rate_limiter.calls"
+	metricHedgingAttempts    = "meshless.hedging.attempts"
 )
 
 // durationBuckets are the explicit bucket boundaries, in seconds, of the
@@ -69,6 +70,7 @@ type Observer struct {
 	timeoutCalls        metric.Int64Counter
 	callDuration        metric.Float64Histogram
 	rateLimiterCalls    metric.Int64Counter
+	hedgingAttempts     metric.Int64Counter
 
 	reg metric.Registration // nil if registering the callback failed
 
@@ -172,6 +174,11 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 		metric.WithDescription("Calls that rate limiters permitted or rejected.")),
 	)(noop.Int64Counter{})
 
+	o.hedgingAttempts = instrument(m.Int64Counter(metricHedgingAttempts,
+		metric.WithUnit("{attempt}"),
+		metric.WithDescription("Copies sent by hedging policies, the first of each call included, by which copy's answer the call returned (first, hedge, none).")),
+	)(noop.Int64Counter{})
+
 	reg, err := m.RegisterCallback(o.observe, o.breakerState, o.breakerFailureRatio, o.breakerSlowRatio, o.bulkheadLimit)
 	if err != nil {
 		otel.Handle(err)
@@ -267,6 +274,10 @@ func (o *Observer) Attach(src resilience.Source) resilience.Recorder {
 		return newCallRecorder(o, src.Name)
 	case resilience.KindRateLimiter:
 		r := newRateLimiterRecorder(o, src.Name)
+		r.zero()
+		return r
+	case resilience.KindHedging:
+		r := newHedgingRecorder(o, src.Name)
 		r.zero()
 		return r
 	}
