@@ -154,11 +154,13 @@ func (m *method) hedged(ctx context.Context, u *unaryCall) error {
 		}
 	}
 	var copies [retry.MaxHedgedAttempts]hedgeCopy
+	// The type, read before any copy runs: copy 1 writes into msg.
+	mt := msg.ProtoReflect().Type()
 	n, err := m.hedge.Run(ctx, func(ctx context.Context, n int) error {
 		c := &copies[n-1]
 		c.reply = msg
 		if n > 1 {
-			c.reply = msg.ProtoReflect().New().Interface()
+			c.reply = mt.New().Interface()
 			ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsHeader, strconv.Itoa(n-1))
 		}
 		copts := append(opts[:len(opts):len(opts)], grpc.Header(&c.header), grpc.Trailer(&c.trailer))
