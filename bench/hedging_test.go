@@ -179,7 +179,6 @@ func BenchmarkHedgingOverhead(b *testing.B) {
 	})
 }
 
-
 // The interceptor alone around an invoker that answers at once: what
 // hedging adds to a call that needs no hedge, without gRPC's own cost.
 func BenchmarkHedgingInterceptorOnly(b *testing.B) {
