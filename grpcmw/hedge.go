@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshless/meshless/retry"
+	"github.com/meshless/meshless/timeout"
 )
 
 // HedgingSection is the hedging section, gRFC A6's hedgingPolicy; see
@@ -110,8 +111,13 @@ func (c *Chain) newHedge(st *state, m *method, h *HedgingSection) *retry.Hedge {
 }
 
 // isNonFatal: a non-fatal code, and not a rejection a downstream meshless
-// made (that is an answer, never hedged).
+// made (that is an answer, never hedged); or a copy that its own attempt
+// timeout ended: it got no answer, and the copies in flight may still.
 func (m *method) isNonFatal(err error) bool {
+	var te *timeout.Error
+	if errors.As(err, &te) && te.Scope == timeout.Attempt {
+		return true
+	}
 	code, ok := codeOf(err)
 	if !ok || int(code) >= len(m.nonFatal) || !m.nonFatal[code] {
 		return false

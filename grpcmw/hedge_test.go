@@ -201,3 +201,63 @@ func TestHedgingConfig(t *testing.T) {
 		}
 	}
 }
+
+// A copy that its own attempt timeout ends got no answer: the copies in
+// flight go on (and the next goes at once), instead of the timeout ending
+// the call.
+func TestHedgingAttemptTimeoutIsNotAnAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &scripted{delays: []time.Duration{time.Hour, 80 * time.Millisecond, time.Hour}}
+		f := new(faultServer)
+		f.setUnary(s.handler)
+		client, chain, stop := inBubble(t, f, `
+defaults:
+  retry: { enabled: false }
+  timeout: { perAttempt: 100ms, overall: 0s }
+  hedging: { maxAttempts: 3, hedgingDelay: 50ms }
+`)
+		defer stop()
+		start := time.Now()
+		resp, err := client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+		if err != nil || resp.GetUsername() != "2" || time.Since(start) != 130*time.Millisecond {
+			t.Fatalf("got %v, %v after %v; want copy 2's answer at 130ms", resp, err, time.Since(start))
+		}
+		synctest.Wait()
+		if s.n.Load() != 3 {
+			t.Fatalf("%d copies, want 3 (the third sent when the first timed out)", s.n.Load())
+		}
+		cb, _ := chain.Breaker(testService)
+		if m := cb.Metrics(); m.SuccessfulCalls != 1 || m.FailedCalls != 1 {
+			t.Fatalf("breaker %+v: want copy 2's success and copy 1's timeout; copy 3, cancelled, is ignored", m)
+		}
+	})
+}
+
+// Retry throttling bounds hedging: once the client's tokens are at half or
+// below, only first copies go.
+func TestHedgingIsThrottled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &scripted{delays: []time.Duration{time.Millisecond}, codes: []codes.Code{codes.Unavailable}}
+		f := new(faultServer)
+		f.setUnary(s.handler)
+		client, _, stop := inBubble(t, f, `
+retryThrottling: { maxTokens: 4, tokenRatio: 0.1 }
+defaults:
+  retry: { enabled: false }
+  circuitBreaker: { enabled: false }
+  hedging: { maxAttempts: 3, hedgingDelay: 50ms }
+`)
+		defer stop()
+		// Tokens 4 → 3 → 2 (at half: the third copy is held back).
+		_, _ = client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+		if s.n.Load() != 2 {
+			t.Fatalf("first call: %d copies, want 2", s.n.Load())
+		}
+		for range 3 {
+			_, _ = client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+		}
+		if s.n.Load() != 5 {
+			t.Fatalf("%d copies in all, want 5: throttled calls send their first copy only", s.n.Load())
+		}
+	})
+}
