@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/ratelimiter"
+	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
@@ -269,5 +270,30 @@ defaults:
 	}
 	if got := obs.Trace(); slices.Contains(got, "rate_limiter:acquired") {
 		t.Fatalf("an open breaker spent quota: %v", got)
+	}
+}
+
+// A call the rate limiter refused is reported with error.type rate_limited
+// (meshless.call.duration).
+func TestRateLimitedCallErrorType(t *testing.T) {
+	f := new(faultServer)
+	addr, _ := serve(t, f)
+	obs := new(resiliencetest.Observer)
+	client, _, _ := dial(t, addr, `
+defaults:
+  retry: { enabled: false }
+  rateLimiter: { limitForPeriod: 1, limitRefreshPeriod: 1h }
+`, grpcmw.WithObserver(obs))
+	for range 2 {
+		_, _ = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+	}
+	var types []string
+	for _, r := range obs.Recorded() {
+		if r.Source.Kind == resilience.KindCall {
+			types = append(types, r.Event.ErrorType)
+		}
+	}
+	if !slices.Equal(types, []string{"", "rate_limited"}) {
+		t.Fatalf("error types %q, want OK then rate_limited", types)
 	}
 }
