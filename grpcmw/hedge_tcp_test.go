@@ -2,6 +2,7 @@ package grpcmw_test
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
 // Over loopback TCP, without timing: the first copy hangs until it is
@@ -109,5 +111,39 @@ defaults:
 	hold.Release()
 	if grpcmw.RejectionReason(err) != grpcmw.ReasonBulkheadFull || f2.calls.Load() != 0 {
 		t.Fatalf("got %v with %d calls at the server; want BULKHEAD_FULL and none", err, f2.calls.Load())
+	}
+}
+
+// Each hedged copy is one attempt through the pipeline of order.go, inside
+// the overall timeout: the events of a call whose first copy fails with a
+// non-fatal code and whose second answers.
+func TestTheOrderOfEventsWhenHedging(t *testing.T) {
+	f := new(faultServer)
+	var n atomic.Int32
+	f.setUnary(func(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+		if n.Add(1) == 1 {
+			return nil, status.Error(codes.Unavailable, "once")
+		}
+		return &testgrpc.SimpleResponse{}, nil
+	})
+	addr, _ := serve(t, f)
+	obs := new(resiliencetest.Observer)
+	client, _, _ := dial(t, addr, `
+defaults:
+  retry: { enabled: false }
+  rateLimiter: { limitForPeriod: 100, limitRefreshPeriod: 1h }
+  hedging: { maxAttempts: 2, hedgingDelay: 1h }
+`, grpcmw.WithObserver(obs))
+	if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"rate_limiter:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call",
+		"hedging:hedge",
+		"rate_limiter:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call",
+		"hedging:hedge_done", "timeout/overall:call", "call:call",
+	}
+	if got := obs.Trace(); !slices.Equal(got, want) {
+		t.Fatalf("events:\n%v\nwant:\n%v", got, want)
 	}
 }
