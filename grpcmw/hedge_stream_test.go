@@ -251,3 +251,48 @@ defaults:
 		t.Fatalf("%d permits held, %d streams; want 0 and 2", bh.Active(), n.Load())
 	}
 }
+
+// hedgingDelay 0s: every copy opens at once and several may get a first
+// response; only the committed one keeps its stream and permits.
+func TestHedgingServerStreamAllCopiesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := new(faultServer)
+		var n atomic.Int32
+		f.setStream(func(_ *testgrpc.StreamingOutputCallRequest, ss testgrpc.TestService_StreamingOutputCallServer) error {
+			n.Add(1)
+			if err := ss.Send(&testgrpc.StreamingOutputCallResponse{}); err != nil {
+				return err
+			}
+			<-ss.Context().Done()
+			return ss.Context().Err()
+		})
+		client, chain, stop := inBubble(t, f, `
+defaults:
+  retry: { enabled: false }
+  timeout: { perAttempt: 0s, overall: 0s }
+  hedging: { maxAttempts: 3, hedgingDelay: 0s }
+`)
+		defer stop()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		st, err := client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		bh, _ := chain.Bulkhead(testService)
+		// A copy cancelled before its stream reached the server is not seen
+		// there: 1 to 3 streams arrive.
+		if bh.Active() != 1 || n.Load() < 1 || n.Load() > 3 {
+			t.Fatalf("%d permits held with %d streams at the server, want 1 (the committed stream's)", bh.Active(), n.Load())
+		}
+		cancel()
+		synctest.Wait()
+		if _, err := st.Recv(); status.Code(err) != codes.Canceled || bh.Active() != 0 {
+			t.Fatalf("after cancel: %v with %d permits held", err, bh.Active())
+		}
+	})
+}
