@@ -38,6 +38,8 @@ var catalogue = []string{
 	"meshless_call_duration_seconds_count",
 	"meshless_outlier_ejections_total",
 	"meshless_outlier_ejected",
+	"meshless_rate_limiter_calls_total",
+	"meshless_hedging_attempts_total",
 }
 
 // query is one PromQL expression and where it was found.

@@ -37,6 +37,7 @@ type state struct {
 	breakers   map[string]*breakerEntry
 	bulkheads  map[string]*bulkheadEntry
 	throttlers map[string]*throttlerEntry
+	limiters   map[string]*limiterEntry
 }
 
 type breakerEntry struct {
@@ -65,8 +66,11 @@ type method struct {
 	breaker   *breakerEntry
 	bulkhead  *bulkheadEntry
 	throttler *throttlerEntry
+	limiter   *limiterEntry
 	classes   classes
 	retryable [17]bool
+	hedge     *retry.Hedge // in retry's place when the method hedges
+	nonFatal  [17]bool
 	// The attempt pipelines, in the order of order.go: unary calls and
 	// streams differ only in their per-attempt timeout (a stream takes only
 	// the timeouts its method's own level sets).
@@ -119,7 +123,8 @@ func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
 		return nil, err
 	}
 	st := &state{cfg: cfg, throttle: th, throttleSet: resolveThrottle(cfg.RetryThrottling),
-		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{}, throttlers: map[string]*throttlerEntry{}}
+		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{},
+		throttlers: map[string]*throttlerEntry{}, limiters: map[string]*limiterEntry{}}
 	if old != nil {
 		if old.throttle != nil && th != nil && old.throttleSet == st.throttleSet {
 			st.throttle = old.throttle // unchanged settings: keep the tokens across reloads
@@ -132,6 +137,9 @@ func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
 		}
 		for k, e := range old.throttlers {
 			st.throttlers[k] = e
+		}
+		for k, e := range old.limiters {
+			st.limiters[k] = e
 		}
 	}
 	st.methods = newMethodTable()
@@ -155,9 +163,9 @@ func (c *Chain) build(st *state, svc, name string) *method {
 		m.call = resilience.Attach(o.observer, resilience.Source{Kind: resilience.KindCall, Name: m.name})
 	}
 
-	key, shared := svc, svcEff
+	key, shared, sharedLevels := svc, svcEff, []*Policies{&st.cfg.Defaults, sp}
 	if *svcEff.CircuitBreaker.KeyBy == KeyByMethod {
-		key, shared = svc+"/"+name, eff
+		key, shared, sharedLevels = svc+"/"+name, eff, append(sharedLevels, mp)
 	}
 	if cb := shared.CircuitBreaker; *cb.Enabled && !o.serverSide {
 		m.breaker = c.breaker(st, key, cb)
@@ -168,6 +176,9 @@ func (c *Chain) build(st *state, svc, name string) *method {
 	}
 	if at := shared.AdaptiveThrottling; *at.Enabled && !o.serverSide {
 		m.throttler = c.throttler(st, key, at, m.breaker)
+	}
+	if rateLimiterOn(sharedLevels...) {
+		m.limiter = c.limiter(st, key, shared.RateLimiter)
 	}
 	if o.serverSide {
 		m.unary = m.pipeline(o, nil)
@@ -182,7 +193,9 @@ func (c *Chain) build(st *state, svc, name string) *method {
 			m.retryable[code] = true
 		}
 	}
-	if *r.Enabled && *r.MaxAttempts > 1 {
+	if hedgingOn(&st.cfg.Defaults, sp, mp) {
+		m.hedge = c.newHedge(st, m, eff.Hedging)
+	} else if *r.Enabled && *r.MaxAttempts > 1 {
 		rc, _ := retryConfig(r) // validated with the config
 		rc.Name = m.name
 		ropts := []retry.Option{

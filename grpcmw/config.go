@@ -42,6 +42,10 @@ type Policies struct {
 	Timeout        *TimeoutSection        `yaml:"timeout,omitempty"`
 	// AdaptiveThrottling is client-side adaptive throttling (throttling.go).
 	AdaptiveThrottling *AdaptiveThrottlingSection `yaml:"adaptiveThrottling,omitempty"`
+	// RateLimiter is off unless a level writes it (docs/ratelimiter.md).
+	RateLimiter *RateLimiterSection `yaml:"rateLimiter,omitempty"`
+	// Hedging is off unless a level writes it (docs/hedging.md).
+	Hedging *HedgingSection `yaml:"hedging,omitempty"`
 }
 
 // CircuitBreaker is the circuitBreaker section; see docs/circuitbreaker.md

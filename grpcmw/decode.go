@@ -181,6 +181,8 @@ var (
 		reflect.TypeFor[*TimeoutSection]():            true,
 		reflect.TypeFor[*RetryThrottlingSection]():    true,
 		reflect.TypeFor[*AdaptiveThrottlingSection](): true,
+		reflect.TypeFor[*RateLimiterSection]():        true,
+		reflect.TypeFor[*HedgingSection]():            true,
 	}
 )
 

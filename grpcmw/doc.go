@@ -17,10 +17,13 @@
 //
 // Every call runs its method's policies in one fixed order, outer to inner:
 //
-//		overall timeout → retry → circuit breaker → adaptive throttler → bulkhead → per-attempt timeout → the call
+//		overall timeout → retry (or hedging) → circuit breaker → rate limiter → adaptive throttler → bulkhead → per-attempt timeout → the call
 //
 //	  - Retry is outside the breaker: each attempt is one breaker call, and an
 //	    open breaker ends the retries at once (a rejection is never retried).
+//	  - The rate limiter (a rateLimiter section; off unless written) is
+//	    inside the breaker, so an open breaker spends no quota, and outside
+//	    the bulkhead, so a call over the limit never holds a slot.
 //	  - The bulkhead is inside the breaker: an open breaker rejects before a
 //	    permit is taken, and a full bulkhead is a local event the breaker
 //	    ignores.
@@ -49,15 +52,16 @@
 // A call the breaker refuses fails with UNAVAILABLE and a
 // google.rpc.ErrorInfo whose reason is CIRCUIT_OPEN (metadata: name,
 // state); a call the bulkhead refuses, with RESOURCE_EXHAUSTED and
-// BULKHEAD_FULL; a call the adaptive throttler refuses, with
+// BULKHEAD_FULL; a call the rate limiter refuses, with RESOURCE_EXHAUSTED
+// and RATE_LIMITED; a call the adaptive throttler refuses, with
 // RESOURCE_EXHAUSTED and THROTTLED. The error also matches
-// circuitbreaker.ErrOpen, bulkhead.ErrFull or throttler.ErrThrottled with
-// errors.Is ([RejectionError]). No meshless client retries any of these
-// reasons, nor RATE_LIMITED, also when a downstream service
-// passes it on unchanged ([RejectionReason]); the relayed CIRCUIT_OPEN counts
-// as a failure of the service that relayed it, a relayed BULKHEAD_FULL,
-// RATE_LIMITED or THROTTLED is ignored by the breaker, whatever the configured codes, and
-// none moves the retry throttle.
+// circuitbreaker.ErrOpen, bulkhead.ErrFull, ratelimiter.ErrLimited or
+// throttler.ErrThrottled with errors.Is ([RejectionError]). No meshless
+// client retries or hedges any of these reasons, also when a downstream
+// service passes it on unchanged ([RejectionReason]); the relayed
+// CIRCUIT_OPEN counts as a failure of the service that relayed it, a
+// relayed BULKHEAD_FULL, RATE_LIMITED or THROTTLED is ignored by the
+// breaker, whatever the configured codes, and none moves the retry throttle.
 //
 // # gRFC A6
 //

@@ -16,7 +16,7 @@ import (
 
 // This file is the one place where the order of doc.go is written:
 //
-//	overall timeout → retry → circuit breaker → adaptive throttler → bulkhead → per-attempt timeout → the call
+//	overall timeout → retry (or hedging) → circuit breaker → rate limiter → adaptive throttler → bulkhead → per-attempt timeout → the call
 //
 // [method.pipeline] builds an attempt's gates, outer to inner, for the unary,
 // stream and server paths alike; [method.run] puts the overall timeout and
@@ -24,15 +24,22 @@ import (
 // streams with the same pipeline. A policy joins the order here, once.
 
 // pipeline returns the gates of one attempt in order: circuit breaker →
-// adaptive throttler → bulkhead → per-attempt timeout. The throttler is
-// inside the breaker (an open breaker spends nothing and its rejections are
-// not requests) and outside the bulkhead (what it rejects takes no permit;
-// a bulkhead rejection is not counted by it). Every permit they hand out is given back
+// rate limiter → adaptive throttler → bulkhead → per-attempt timeout. The
+// rate limiter is inside the breaker, so an open breaker spends no quota,
+// and outside the throttler and the bulkhead, so a call refused by the
+// limit is neither a request to the backend nor holds a slot. The
+// throttler is inside the breaker (an open breaker spends nothing and its
+// rejections are not requests) and outside the bulkhead (what it rejects
+// takes no permit; a bulkhead rejection is not counted by it). Every permit
+// they hand out is given back
 // by the pipeline on every path, panics included.
 func (m *method) pipeline(o *options, perAttempt *timeout.Timeout) *resilience.Pipeline {
 	var gates []resilience.Gate
 	if m.breaker != nil {
 		gates = append(gates, m.breaker)
+	}
+	if m.limiter != nil {
+		gates = append(gates, m.limiter)
 	}
 	if m.throttler != nil {
 		gates = append(gates, m.throttler)
@@ -43,7 +50,7 @@ func (m *method) pipeline(o *options, perAttempt *timeout.Timeout) *resilience.P
 	if perAttempt != nil && perAttempt.Duration() > 0 {
 		gates = append(gates, perAttempt)
 	}
-	p, _ := resilience.NewPipeline(m.classes.outcome, o.clock, gates...) // at most 4 gates
+	p, _ := resilience.NewPipeline(m.classes.outcome, o.clock, gates...) // at most 5 gates
 	return p
 }
 
@@ -180,10 +187,14 @@ func (m *method) runPolicies(ctx context.Context, u *unaryCall) error {
 	return withoutPushback(m.overall.Execute(ctx, func(ctx context.Context) error { return m.retried(ctx, u) }))
 }
 
-// retried runs the attempts while the retry policy allows. Every attempt
+// retried runs the attempts while the retry policy allows; a method that
+// hedges runs its copies instead (hedge.go), each one attempt. Every attempt
 // after the first carries the grpc-previous-rpc-attempts header. A method
 // that does not retry still moves the client's retry throttle.
 func (m *method) retried(ctx context.Context, u *unaryCall) error {
+	if m.hedge != nil {
+		return m.hedged(ctx, u)
+	}
 	if m.retry == nil {
 		if m.tally == nil {
 			return m.unary.Run(ctx, u.attempt)

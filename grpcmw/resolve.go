@@ -52,6 +52,19 @@ func builtin() Policies {
 			Overall:    Dur(3 * time.Second),
 		},
 		AdaptiveThrottling: builtinThrottling(),
+		// Off unless a level writes it (rateLimiterOn); these are the values
+		// a written section starts from.
+		RateLimiter: &RateLimiterSection{
+			LimitForPeriod:     Ptr(50),
+			LimitRefreshPeriod: Dur(time.Second),
+			TimeoutDuration:    Dur(0),
+		},
+		// Off unless a level writes it (hedgingOn).
+		Hedging: &HedgingSection{
+			MaxAttempts:         Ptr(3),
+			HedgingDelay:        Dur(100 * time.Millisecond),
+			NonFatalStatusCodes: Codes{codes.Unavailable},
+		},
 	}
 }
 
@@ -238,6 +251,15 @@ func checkMethodLevel(p *Policies, path string, keyBy string, add func(path, pro
 			add(path+".adaptiveThrottling."+k, "with keyBy: service one throttler serves the whole service; set it on the service (or use keyBy: method)")
 		}
 	}
+	if rl := p.RateLimiter; rl != nil && keyBy == KeyByService {
+		keys := setKeys(rl)
+		if len(keys) == 0 {
+			add(path+".rateLimiter", "with keyBy: service one rate limiter serves the whole service; set it on the service (or use keyBy: method)")
+		}
+		for _, k := range keys {
+			add(path+".rateLimiter."+k, "with keyBy: service one rate limiter serves the whole service; set it on the service (or use keyBy: method)")
+		}
+	}
 }
 
 // setKeys lists the YAML keys a section sets.
@@ -310,6 +332,13 @@ func checkLevel(levels []level, here string, failed map[string][]string, add fun
 	if _, err := throttlerConfig(eff.AdaptiveThrottling, ""); err != nil {
 		report("adaptiveThrottling", err)
 	}
+	if _, err := rateLimiterConfig(eff.RateLimiter, ""); err != nil {
+		report("rateLimiter", err)
+	}
+	if _, err := hedgeConfig(eff.Hedging); err != nil {
+		report("hedging", err)
+	}
+	checkHedging(levels, add)
 }
 
 func checkBreakerCodes(cb *CircuitBreakerSection) error {

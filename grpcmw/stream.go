@@ -43,6 +43,9 @@ func (c *Chain) StreamClientInterceptor() grpc.StreamClientInterceptor {
 		if m == nil {
 			return streamer(ctx, desc, cc, fullMethod, opts...)
 		}
+		if m.hedge != nil && desc.ServerStreams && !desc.ClientStreams {
+			return m.newHedgedStream(ctx, desc, cc, fullMethod, streamer, opts), nil // hedge_stream.go
+		}
 		return m.newStream(ctx, &c.opts, desc, cc, fullMethod, streamer, opts)
 	}
 }

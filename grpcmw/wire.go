@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/throttler"
 	"github.com/meshless/meshless/timeout"
@@ -41,10 +42,11 @@ const (
 )
 
 // RejectionError is a local rejection as a gRPC status error: status.Code
-// gives UNAVAILABLE (breaker) or RESOURCE_EXHAUSTED (bulkhead, adaptive
-// throttler), the status carries a google.rpc.ErrorInfo with the reason, and
-// errors.Is matches the policy's sentinel (circuitbreaker.ErrOpen,
-// bulkhead.ErrFull, throttler.ErrThrottled). It is a
+// gives UNAVAILABLE (breaker) or RESOURCE_EXHAUSTED (bulkhead, rate
+// limiter, adaptive throttler), the status carries a google.rpc.ErrorInfo
+// with the reason, and errors.Is matches the policy's sentinel
+// (circuitbreaker.ErrOpen, bulkhead.ErrFull, ratelimiter.ErrLimited,
+// throttler.ErrThrottled). It is a
 // resilience.Rejection, so no retry policy retries it, here or, through the
 // ErrorInfo, one hop up.
 type RejectionError struct {
@@ -81,6 +83,7 @@ func newRejection(err error) *RejectionError {
 	var oe *circuitbreaker.OpenError
 	var fe *bulkhead.FullError
 	var te *throttler.RejectedError
+	var le *ratelimiter.LimitedError
 	var st *status.Status
 	switch {
 	case errors.As(err, &oe):
@@ -91,6 +94,8 @@ func newRejection(err error) *RejectionError {
 		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonBulkheadFull, map[string]string{"name": fe.Name})
 	case errors.As(err, &te):
 		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonThrottled, map[string]string{"name": te.Name})
+	case errors.As(err, &le):
+		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonRateLimited, map[string]string{"name": le.Name})
 	default:
 		st = status.New(codes.Unavailable, err.Error())
 	}
@@ -169,8 +174,8 @@ func newClasses(failure, ignored Codes) classes {
 // ignored, every other code (NOT_FOUND…) is a success. A rejection relayed
 // from a downstream meshless is classified by its reason, whatever the
 // configured codes say: CIRCUIT_OPEN is a failure of the service that relayed
-// it, BULKHEAD_FULL and RATE_LIMITED are ignored (a busy service is not a
-// broken one).
+// it, BULKHEAD_FULL, RATE_LIMITED and THROTTLED are ignored (a busy or
+// limited service is not a broken one).
 func (c *classes) outcome(err error) resilience.Outcome {
 	if err == nil {
 		return resilience.Success
@@ -186,7 +191,7 @@ func (c *classes) outcome(err error) resilience.Outcome {
 		switch RejectionReason(err) {
 		case ReasonCircuitOpen:
 			return resilience.Failure
-		case ReasonBulkheadFull, ReasonRateLimited:
+		case ReasonBulkheadFull, ReasonRateLimited, ReasonThrottled:
 			return resilience.Ignored
 		}
 	}
@@ -287,6 +292,9 @@ func errorType(err error) string {
 		}
 		if errors.Is(re.err, throttler.ErrThrottled) {
 			return "throttled"
+		}
+		if errors.Is(re.err, ratelimiter.ErrLimited) {
+			return "rate_limited"
 		}
 		return "bulkhead_full"
 	}

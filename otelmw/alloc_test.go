@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 )
@@ -38,6 +39,11 @@ func TestRecordingDoesNotAllocate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rl, err := ratelimiter.New(ratelimiter.WithName("rl"), ratelimiter.WithLimitForPeriod(1<<30), ratelimiter.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := attach(resilience.KindRateLimiter, "quota", "")
 	noop := func(context.Context) error { return nil }
 
 	for _, tt := range []struct {
@@ -90,6 +96,11 @@ func TestRecordingDoesNotAllocate(t *testing.T) {
 			p.Release()
 		}},
 		{"retry Execute, first attempt succeeds", func() { _ = r.Execute(ctx, noop) }},
+		{"rate limiter permitted and rejected", func() {
+			lim.Record(ctx, resilience.Event{Type: resilience.EventAcquired})
+			lim.Record(ctx, resilience.Event{Type: resilience.EventRejection, Err: ratelimiter.ErrLimited})
+		}},
+		{"ratelimiter Acquire, permitted", func() { _, _ = rl.Acquire(ctx) }},
 	} {
 		if n := testing.AllocsPerRun(1000, tt.run); n != 0 {
 			t.Errorf("%s: %v allocations per event, want 0", tt.name, n)

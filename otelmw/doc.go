@@ -37,7 +37,10 @@
 //     (completed, timed_out);
 //   - meshless.call.duration: each logical gRPC call, all attempts and
 //     backoffs included, with rpc.system.name, rpc.method and, on failure,
-//     error.type.
+//     error.type;
+//   - meshless.rate_limiter.calls, by outcome (permitted, rejected);
+//   - meshless.hedging.attempts: every copy a hedged call sent, by winner
+//     (first, hedge, none).
 //
 // The outlier-ejection metrics (meshless.outlier.ejections and
 // meshless.outlier.ejected) are recorded from the events of a
@@ -64,7 +67,8 @@
 //
 // When the call's context carries a recording span, a retry adds a
 // "meshless.retry" event (the attempt to come, the backoff, the error's
-// gRPC code) and a breaker or bulkhead rejection a "meshless.rejection"
+// gRPC code), each hedged copy after the first a "meshless.hedge" event,
+// and a breaker, bulkhead or rate-limiter rejection a "meshless.rejection"
 // event (the policy, its name, the state or reason). [WithoutSpanEvents]
 // turns them off.
 package otelmw

@@ -35,6 +35,8 @@ const (
 	metricBulkheadWait       = "meshless.bulkhead.wait.duration"
 	metricTimeoutCalls       = "meshless.timeout.calls"
 	metricCallDuration       = "meshless.call.duration"
+	metricRateLimiterCalls   = "meshless.rate_limiter.calls"
+	metricHedgingAttempts    = "meshless.hedging.attempts"
 )
 
 // durationBuckets are the explicit bucket boundaries, in seconds, of the
@@ -70,6 +72,8 @@ type Observer struct {
 	bulkheadWait        metric.Float64Histogram
 	timeoutCalls        metric.Int64Counter
 	callDuration        metric.Float64Histogram
+	rateLimiterCalls    metric.Int64Counter
+	hedgingAttempts     metric.Int64Counter
 
 	reg metric.Registration // nil if registering the callback failed
 
@@ -174,6 +178,16 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 		metric.WithExplicitBucketBoundaries(durationBuckets...)),
 	)(noop.Float64Histogram{})
 
+	o.rateLimiterCalls = instrument(m.Int64Counter(metricRateLimiterCalls,
+		metric.WithUnit("{call}"),
+		metric.WithDescription("Calls that rate limiters permitted or rejected.")),
+	)(noop.Int64Counter{})
+
+	o.hedgingAttempts = instrument(m.Int64Counter(metricHedgingAttempts,
+		metric.WithUnit("{attempt}"),
+		metric.WithDescription("Copies sent by hedging policies, the first of each call included, by which copy's answer the call returned (first, hedge, none).")),
+	)(noop.Int64Counter{})
+
 	reg, err := m.RegisterCallback(o.observe, o.breakerState, o.breakerFailureRatio, o.breakerSlowRatio, o.bulkheadLimit)
 	if err != nil {
 		otel.Handle(err)
@@ -276,6 +290,14 @@ func (o *Observer) Attach(src resilience.Source) resilience.Recorder {
 		if l := o.outlierListener(); l != nil {
 			return outlierRecorder{l}
 		}
+	case resilience.KindRateLimiter:
+		r := newRateLimiterRecorder(o, src.Name)
+		r.zero()
+		return r
+	case resilience.KindHedging:
+		r := newHedgingRecorder(o, src.Name)
+		r.zero()
+		return r
 	}
 	return nil
 }

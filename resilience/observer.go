@@ -165,6 +165,17 @@ const (
 	// EventReturned: an ejected endpoint is back in load balancing. Endpoint
 	// is set.
 	EventReturned
+	// EventHedge: a hedging policy sends another copy of the call. Attempt
+	// is the copy's number (2 for the first hedge), Backoff the time since
+	// the copy before it was sent, Err the non-fatal failure that made it go
+	// at once (nil when its delay elapsed).
+	EventHedge
+	// EventHedgeDone: a hedging policy's call is over. Attempt is the number
+	// of copies sent, the first included; Winner the copy whose answer the
+	// call returned (1 for the first), or 0 when no copy's answer won (every
+	// copy failed with a non-fatal code, was refused, or the caller's
+	// context ended); Err the error returned.
+	EventHedgeDone
 )
 
 // String returns the event type's name, e.g. "call".
@@ -190,6 +201,10 @@ func (t EventType) String() string {
 		return "ejected"
 	case EventReturned:
 		return "returned"
+	case EventHedge:
+		return "hedge"
+	case EventHedgeDone:
+		return "hedge_done"
 	}
 	return "EventType(" + strconv.Itoa(int(t)) + ")"
 }
@@ -208,8 +223,12 @@ type Event struct {
 	TimedOut bool
 	// Attempt numbers a retry policy's attempts from 1.
 	Attempt int
-	// Backoff is the wait before the next attempt (EventRetry).
+	// Backoff is the wait before the next attempt (EventRetry), or the time
+	// between a hedged copy and the one before it (EventHedge).
 	Backoff time.Duration
+	// Winner is the copy whose answer a hedged call returned, from 1; 0 for
+	// none (EventHedgeDone).
+	Winner int
 	// Slow is set when a finished call took longer than the breaker's
 	// slow-call threshold, whatever its outcome.
 	Slow bool

@@ -49,7 +49,7 @@ func (n Next) Run(ctx context.Context) error {
 //
 // meshless's default order for a gRPC client, outer to inner, is
 //
-//	overall timeout → retry → circuit breaker → bulkhead → per-attempt timeout → call
+//	overall timeout → retry (or hedging) → circuit breaker → rate limiter → bulkhead → per-attempt timeout → call
 //
 // (see docs/order.md for why). Chain itself imposes no order.
 type Chain struct {

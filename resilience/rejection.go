@@ -24,10 +24,12 @@ const (
 	// KindOutlier is an outlier-ejecting load balancer (package
 	// grpcmw/outlier): its events are EventEjected and EventReturned.
 	KindOutlier
+	// KindHedging is a hedging policy (retry.Hedge).
+	KindHedging
 )
 
 // String returns "circuit_breaker", "retry", "bulkhead", "timeout", "other",
-// "call", "rate_limiter" or "outlier".
+// "call", "rate_limiter", "outlier" or "hedging".
 func (k Kind) String() string {
 	switch k {
 	case KindCircuitBreaker:
@@ -46,6 +48,8 @@ func (k Kind) String() string {
 		return "rate_limiter"
 	case KindOutlier:
 		return "outlier"
+	case KindHedging:
+		return "hedging"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }

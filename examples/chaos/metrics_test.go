@@ -33,6 +33,7 @@ var families = map[string]string{
 	"meshless_bulkhead_calls_total":              "counter",
 	"meshless_timeout_calls_total":               "counter",
 	"meshless_call_duration_seconds":             "histogram", // _bucket, _sum, _count
+	"meshless_rate_limiter_calls_total":          "counter",
 }
 
 // The exporter names the catalogue's metrics exactly as the catalogue says:

@@ -1,0 +1,46 @@
+package grpcmw_test
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/meshless/meshless/grpcmw"
+)
+
+// inBubble serves f over bufconn and dials it through a chain built from
+// yamlConfig, for tests that run inside a testing/synctest bubble (loopback
+// TCP does not work there; bufconn does). The returned stop closes the
+// connection and the server; call it before the bubble's function returns.
+func inBubble(t *testing.T, f *faultServer, yamlConfig string, srvOpts ...grpc.ServerOption) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(srvOpts...)
+	testgrpc.RegisterTestServiceServer(srv, f)
+	go func() { _ = srv.Serve(lis) }()
+	cfg, err := grpcmw.ParseConfig([]byte(yamlConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := grpcmw.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		append(chain.DialOptions(),
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testgrpc.NewTestServiceClient(conn), chain, func() {
+		_ = conn.Close()
+		srv.Stop()
+		chain.Close()
+	}
+}

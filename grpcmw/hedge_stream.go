@@ -1,0 +1,303 @@
+package grpcmw
+
+import (
+	"context"
+	"errors"
+	"io"
+	"runtime"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/retry"
+)
+
+// A server-streaming call (one request, a stream of responses) on a method
+// that hedges runs its copies when the caller first receives (or asks for
+// the header): each copy is one attempt through the stream pipeline of
+// order.go; it opens the stream, sends the request and waits for the first
+// response message (or the header, when the caller asks for it first). The
+// first copy to get one is committed — the caller reads that stream to its
+// end — and the others are cancelled, their permits given back at once. A
+// copy that ends before any response is an answer like a unary one: OK or a
+// fatal code wins, a non-fatal one sends the next copy.
+
+// hedgedStream is what the caller holds; its state lives apart, so that a
+// stream the caller drops can be collected and its permits given back.
+type hedgedStream struct{ *hedgedState }
+
+type hedgedState struct {
+	m          *method
+	ctx        context.Context
+	cancel     context.CancelFunc
+	desc       *grpc.StreamDesc
+	cc         *grpc.ClientConn
+	fullMethod string
+	streamer   grpc.Streamer
+	opts       []grpc.CallOption
+	stopWatch  func() bool
+
+	mu        sync.Mutex
+	req       any
+	reqSet    bool
+	closeSent bool
+	started   bool
+	commitErr error // the hedge's error when no copy was committed
+	copies    [retry.MaxHedgedAttempts]hedgedCopy
+	win       *hedgedCopy // the committed copy
+	first     bool        // win.first still has to reach the caller
+	done      bool
+}
+
+// hedgedCopy is one copy of the stream. live: it holds an open stream and
+// its permits after its turn in the hedge returned.
+type hedgedCopy struct {
+	adm     resilience.Admission
+	cs      grpc.ClientStream
+	cancel  context.CancelFunc
+	trailer metadata.MD
+	first   proto.Message
+	live    bool
+	eof     bool // the stream ended OK before any response
+}
+
+func (m *method) newHedgedStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) grpc.ClientStream {
+	s := &hedgedState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts}
+	if m.streamOverall > 0 {
+		s.ctx, s.cancel = context.WithTimeout(ctx, m.streamOverall)
+	} else {
+		s.ctx, s.cancel = context.WithCancel(ctx)
+	}
+	s.stopWatch = context.AfterFunc(s.ctx, func() { s.finish(s.ctx.Err()) })
+	hs := &hedgedStream{s}
+	runtime.AddCleanup(hs, func(s *hedgedState) { s.finish(context.Canceled) }, s)
+	return hs
+}
+
+// start runs the hedge once; mt is the response type, nil to commit at the
+// header.
+func (s *hedgedState) start(mt protoreflect.MessageType) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return s.commitErr
+	}
+	s.started = true
+	req, reqSet := s.req, s.reqSet
+	s.mu.Unlock()
+
+	winner := 0
+	defer func() {
+		// Copies that got a response but lost (or every copy, on a panic):
+		// cancel their streams and give their permits back.
+		for i := range s.copies {
+			if c := &s.copies[i]; i+1 != winner && c.live {
+				c.live = false
+				c.cancel()
+				c.adm.Done(status.Error(codes.Canceled, "grpcmw: hedged copy lost"))
+			}
+		}
+	}()
+	n, err := s.m.hedge.Run(s.ctx, func(ctx context.Context, n int) error {
+		return s.copy(ctx, n, req, reqSet, mt)
+	})
+	winner = n
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n > 0 && err == nil && s.copies[n-1].live && !s.done {
+		s.win, s.first = &s.copies[n-1], mt != nil
+		return nil
+	}
+	if n > 0 && err == nil {
+		winner = 0 // the stream ended while it committed: release it above
+		err = io.EOF
+		if !s.copies[n-1].eof {
+			err = s.ctx.Err()
+		}
+	}
+	s.commitErr = withoutPushback(err)
+	return s.commitErr
+}
+
+// copy is one copy: admitted through the stream pipeline, it opens the
+// stream on a context of its own that outlives the hedge if it is
+// committed, and that the hedge's cancellation cuts until then.
+func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt protoreflect.MessageType) error {
+	c := &s.copies[n-1]
+	octx := s.ctx
+	if n > 1 {
+		octx = withPreviousAttempts(octx, n-1)
+	}
+	if err := s.m.stream.Admit(octx, &c.adm); err != nil {
+		return err
+	}
+	defer func() {
+		if !c.live {
+			c.adm.Abort() // a panic; after Done it does nothing
+		}
+	}()
+	sctx, scancel := context.WithCancel(c.adm.Context())
+	stop := context.AfterFunc(ctx, scancel) // the hedge cancels this copy
+	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.Trailer(&c.trailer))
+	cs, err := s.streamer(sctx, s.desc, s.cc, s.fullMethod, opts...)
+	if err == nil && reqSet {
+		err = cs.SendMsg(req)
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		if err == nil {
+			err = cs.CloseSend()
+		}
+		if mt != nil {
+			c.first = mt.New().Interface()
+			err = cs.RecvMsg(c.first)
+		} else if _, herr := cs.Header(); herr != nil {
+			err = herr
+		} else {
+			err = nil
+		}
+	}
+	if err == nil {
+		c.adm.Commit(nil) // a half-open probe's verdict, as for other streams
+		if !stop() {
+			// Lost already: the hedge cancelled this copy.
+			scancel()
+			return c.adm.Done(ctx.Err())
+		}
+		c.cs, c.cancel, c.live = cs, scancel, true
+		return nil
+	}
+	stop()
+	scancel()
+	if err == io.EOF {
+		c.eof = true
+		c.adm.Done(nil)
+		return nil // ended OK without a response: an answer
+	}
+	err = c.adm.Done(err)
+	if d, ok := pushback(c.trailer); ok {
+		return &pushbackError{error: err, delay: d}
+	}
+	return err
+}
+
+// finish ends the stream once, giving the committed copy's permits back.
+func (s *hedgedState) finish(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
+	s.done = true
+	if w := s.win; w != nil && w.live {
+		w.live = false
+		w.cancel()
+		if err == io.EOF {
+			err = nil
+		}
+		w.adm.Done(err)
+	}
+	s.stopWatch()
+	s.cancel()
+	s.req = nil
+}
+
+// SendMsg keeps the request for the copies; a server-streaming call sends
+// one.
+func (hs *hedgedStream) SendMsg(msg any) error {
+	s := hs.hedgedState
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.reqSet {
+		return status.Error(codes.Internal, "grpcmw: a server-streaming call sends one request, before it receives")
+	}
+	s.req, s.reqSet = msg, true
+	return nil
+}
+
+// CloseSend closes the sending side; the copies close theirs when they
+// have sent the request.
+func (hs *hedgedStream) CloseSend() error {
+	s := hs.hedgedState
+	s.mu.Lock()
+	s.closeSent = true
+	s.mu.Unlock()
+	return nil
+}
+
+// RecvMsg receives a response: the first one runs the hedge.
+func (hs *hedgedStream) RecvMsg(msg any) error {
+	s := hs.hedgedState
+	var mt protoreflect.MessageType
+	pm, ok := msg.(proto.Message)
+	if ok {
+		mt = pm.ProtoReflect().Type()
+	}
+	if err := s.start(mt); err != nil {
+		s.finish(err)
+		return err
+	}
+	s.mu.Lock()
+	w := s.win
+	if s.first {
+		s.first = false
+		s.mu.Unlock()
+		proto.Reset(pm)
+		proto.Merge(pm, w.first)
+		w.first = nil
+		return nil
+	}
+	s.mu.Unlock()
+	if w == nil {
+		return io.EOF
+	}
+	err := w.cs.RecvMsg(msg)
+	if err != nil {
+		s.finish(err)
+	}
+	return err
+}
+
+// Header runs the hedge if it has not run (committing at the first header)
+// and returns the committed copy's header.
+func (hs *hedgedStream) Header() (metadata.MD, error) {
+	s := hs.hedgedState
+	if err := s.start(nil); err != nil {
+		if err == io.EOF {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return s.committed().Header()
+}
+
+// Trailer returns the committed copy's trailer.
+func (hs *hedgedStream) Trailer() metadata.MD {
+	if w := hs.committed(); w != nil {
+		return w.Trailer()
+	}
+	return nil
+}
+
+// Context returns the committed copy's context, or the stream's before the
+// commit.
+func (hs *hedgedStream) Context() context.Context {
+	if w := hs.committed(); w != nil {
+		return w.Context()
+	}
+	return hs.ctx
+}
+
+func (s *hedgedState) committed() grpc.ClientStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.win == nil {
+		return nil
+	}
+	return s.win.cs
+}
