@@ -147,7 +147,8 @@ func main() {
 			"Two gRPC clients make the same calls, one with a deadline alone, one through meshless, in each scenario:\n"+
 			"  backend: each calls its own backend, which gets overloaded, fails, hangs, then recovers (client.yaml);\n"+
 			"  pods:    both call four pods through round_robin; one fails, then another is slow (pods.yaml).\n"+
-			"Flags:\n\n")
+			"The phase flags without \"pods-\" and the backend's flags (-fail-every, -load, -queue, -shed, -timeout,\n"+
+			"-work, -workers) set the backend scenario; -rate, -phase and -quiet set every scenario. Flags:\n\n")
 		flag.PrintDefaults()
 	}
 	var names []string

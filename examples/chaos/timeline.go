@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -237,6 +239,7 @@ func (t *timeline) draw(dc draw.Canvas) error {
 	}
 	for _, p := range []*plot.Plot{succ, lat} {
 		p.X.Min, p.X.Max = 0, max(xmax, 1)
+		p.X.Tick.Marker = secondTicks{}
 		p.Legend.Left = p == lat // the success plot's bottom right is the emptiest corner
 		p.Legend.Top = p == lat
 		p.Legend.TextStyle.Font.Size = vg.Points(8)
@@ -327,6 +330,25 @@ func (t *timeline) draw(dc draw.Canvas) error {
 		plots[j][0].Draw(canvases[j][0])
 	}
 	return nil
+}
+
+// secondTicks marks whole seconds, and labels every fifth mark.
+type secondTicks struct{}
+
+func (secondTicks) Ticks(lo, hi float64) []plot.Tick {
+	step := 1.0
+	for (hi-lo)/step > 80 {
+		step *= 2
+	}
+	var ts []plot.Tick
+	for x := math.Ceil(lo/step) * step; x <= hi; x += step {
+		t := plot.Tick{Value: x}
+		if math.Mod(x, 5*step) == 0 {
+			t.Label = strconv.FormatFloat(x, 'f', -1, 64) + "s"
+		}
+		ts = append(ts, t)
+	}
+	return ts
 }
 
 // saveSVG writes the timeline to the file at path.
