@@ -210,6 +210,10 @@ func (t *timeline) writeSVG(w io.Writer) error {
 func (t *timeline) draw(dc draw.Canvas) error {
 	t.mu.Lock()
 	spans, marks, names := slices.Clone(t.spans), slices.Clone(t.marks), slices.Clone(t.names)
+	var all []*series
+	for _, n := range names {
+		all = append(all, t.byName[n])
+	}
 	t.mu.Unlock()
 
 	succ, lat := plot.New(), plot.New()
@@ -224,8 +228,8 @@ func (t *timeline) draw(dc draw.Canvas) error {
 		xys          plotter.XYs
 	}
 	var succLines, latLines []line
-	for _, n := range names {
-		s, l := t.byName[n].points()
+	for i, n := range names {
+		s, l := all[i].points()
 		succLines = append(succLines, line{n, n + " success", s})
 		latLines = append(latLines, line{n, n + " p99", l})
 		for _, p := range l {
