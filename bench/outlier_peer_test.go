@@ -41,15 +41,18 @@ func (b *odBackend) EmptyCall(context.Context, *testgrpc.Empty) (*testgrpc.Empty
 // error as a failure and ejects it; meshless counts NOT_FOUND as a healthy
 // answer and does not. docs/outlier.md quotes the counts this logs.
 func TestOutlierPeerNotFound(t *testing.T) {
-	const interval = 100 * time.Millisecond
+	// Half a second and 5 calls per host: a volume the test reaches even
+	// with -race on two busy cores (at 0.1 s and 20 it sometimes did not,
+	// and then neither balancer judged anything).
+	const interval = 500 * time.Millisecond
 	xdsSC := `{"loadBalancingConfig":[{"outlier_detection_experimental":{` +
-		`"interval":"0.1s","baseEjectionTime":"30s","maxEjectionTime":"300s","maxEjectionPercent":50,` +
-		`"failurePercentageEjection":{"threshold":85,"enforcementPercentage":100,"minimumHosts":3,"requestVolume":20},` +
+		`"interval":"0.5s","baseEjectionTime":"30s","maxEjectionTime":"300s","maxEjectionPercent":50,` +
+		`"failurePercentageEjection":{"threshold":85,"enforcementPercentage":100,"minimumHosts":3,"requestVolume":5},` +
 		`"childPolicy":[{"round_robin":{}}]}}]}`
 	meshlessSC, err := outlier.ServiceConfigJSON(outlier.Config{
 		Interval:            interval,
 		MaxEjectionPercent:  50,
-		FailurePercentage:   outlier.FailurePercentage{Threshold: 85, MinimumHosts: 3, RequestVolume: 20},
+		FailurePercentage:   outlier.FailurePercentage{Threshold: 85, MinimumHosts: 3, RequestVolume: 5},
 		ConsecutiveFailures: outlier.ConsecutiveFailures{Disabled: true},
 		SuccessRate:         outlier.SuccessRate{Disabled: true},
 		SlowCalls:           outlier.SlowCalls{Disabled: true},
@@ -104,13 +107,20 @@ func TestOutlierPeerNotFound(t *testing.T) {
 				return c
 			}
 			// Warm-up: several intervals of traffic, each well above the
-			// request volume (real time: grpc-go's timer cannot be driven).
-			for end := time.Now().Add(10 * interval); time.Now().Before(end); {
+			// request volume (real time: grpc-go's timer cannot be driven),
+			// then 400 calls counted. Where an ejection is expected, the
+			// count is repeated for up to 20 more intervals, so a slow
+			// machine delays the verdict instead of changing it.
+			for end := time.Now().Add(4 * interval); time.Now().Before(end); {
 				call(40)
 			}
 			warm := counts()
 			call(400)
 			got := counts()
+			for end := time.Now().Add(20 * interval); tc.wantEject && got[1] != 0 && time.Now().Before(end); {
+				call(400)
+				got = counts()
+			}
 			t.Logf("%s: NOT_FOUND backend is #1; calls per backend during warm-up %v, in the next 400 calls %v", tc.name, warm, got)
 			if ejected := got[1] == 0; ejected != tc.wantEject {
 				t.Fatalf("NOT_FOUND backend ejected = %v, want %v (calls %v)", ejected, tc.wantEject, got)

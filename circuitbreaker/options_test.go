@@ -65,7 +65,7 @@ func TestAllInvalidOptionsAreReportedTogether(t *testing.T) {
 }
 
 func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
-	// CONFIG.md: window 100, minimum 20, failure 50 %, slow 2s at 100 %,
+	// docs/configuration.md: window 100, minimum 20, failure 50 %, slow 2s at 100 %,
 	// open 30s, 2 probes.
 	h := newHarness(t)
 	h.calls(19, fail, 0)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/meshless/meshless/circuitbreaker"
@@ -453,54 +454,40 @@ func TestPanicCountsAsFailureAndPropagates(t *testing.T) {
 }
 
 func TestAbandonedProbeIsReleasedWhenItsContextEnds(t *testing.T) {
-	h := newHarness(t, small...)
-	h.halfOpen()
-	// Two probes start and their callers vanish (a stream never closed, a
-	// cancelled call that never reports).
-	for range 2 {
-		ctx, cancel := context.WithCancel(context.Background())
-		if _, err := h.cb.Acquire(ctx); err != nil {
-			t.Fatal(err)
+	// context.AfterFunc runs in a goroutine of its own: in a synctest
+	// bubble, synctest.Wait returns once it has run.
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, small...)
+		h.halfOpen()
+		// Two probes start and their callers vanish (a stream never closed, a
+		// cancelled call that never reports).
+		for range 2 {
+			ctx, cancel := context.WithCancel(context.Background())
+			if _, err := h.cb.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
 		}
-		cancel()
-	}
-	// context.AfterFunc runs in its own goroutine: wait until both places
-	// are back, which is what the test is about.
-	waitFor(t, func() bool {
-		p, err := h.cb.Acquire(context.Background())
-		if err != nil {
-			return false
-		}
-		p.Record(ok)
-		return true
+		synctest.Wait()
+		// Both places are back: two probes succeed and close the breaker.
+		h.calls(2, ok, 0)
+		h.wantState(circuitbreaker.StateClosed)
 	})
-	h.calls(1, ok, 0)
-	h.wantState(circuitbreaker.StateClosed)
 }
 
 func TestProbeWhoseDeadlinePassesCountsAsFailure(t *testing.T) {
-	h := newHarness(t, smallWith(circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1))...)
-	h.halfOpen()
-	ctx, cancel := context.WithDeadline(context.Background(), time.Now()) // already past
-	defer cancel()
-	p, err := h.cb.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return h.cb.State() == circuitbreaker.StateOpen })
-	p.Record(ok) // too late: already settled as a failure
-	h.wantState(circuitbreaker.StateOpen)
-}
-
-// waitFor polls cond: the only waits in this package are for
-// context.AfterFunc's goroutine, which no clock drives.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 5s")
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, smallWith(circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1))...)
+		h.halfOpen()
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now()) // already past
+		defer cancel()
+		p, err := h.cb.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		synctest.Wait()
+		h.wantState(circuitbreaker.StateOpen)
+		p.Record(ok) // too late: already settled as a failure
+		h.wantState(circuitbreaker.StateOpen)
+	})
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // catalogue is the "Prometheus (default exporter)" column of the metric
-// catalogue (METRICS.md, docs/metrics.md): the only metric names the
+// catalogue (docs/metrics.md): the only metric names the
 // dashboard and the rules may query.
 var catalogue = []string{
 	"meshless_circuit_breaker_state",

@@ -53,10 +53,14 @@ type bulkheadEntry struct {
 
 // method is one method's resolved policy set; nil fields are switched off.
 type method struct {
-	name      string              // "pkg.Svc/Method", for observers
-	call      resilience.Recorder // the logical call's events (KindCall); nil without an observer
-	overall   *timeout.Timeout
-	retry     *retry.Retry
+	name    string              // "pkg.Svc/Method", for observers
+	call    resilience.Recorder // the logical call's events (KindCall); nil without an observer
+	overall *timeout.Timeout
+	retry   *retry.Retry
+	// tally moves the client's retry throttle for a method that does not
+	// retry (gRFC A6 counts every RPC): a one-attempt policy with no
+	// observer. Nil when the method retries or throttling is off.
+	tally     *retry.Retry
 	breaker   *breakerEntry
 	bulkhead  *bulkheadEntry
 	classes   classes
@@ -79,6 +83,9 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 	}
 	if o.maxMethods < 1 {
 		return nil, fmt.Errorf("grpcmw: WithMaxMethods: must be at least 1, got %d", o.maxMethods)
+	}
+	if o.retryBufferLimit < 0 {
+		return nil, fmt.Errorf("grpcmw: WithRetryBufferLimit: must not be negative, got %d", o.retryBufferLimit)
 	}
 	c := &Chain{opts: o}
 	st, err := c.newState(cfg, nil)
@@ -159,10 +166,15 @@ func (c *Chain) build(st *state, svc, name string) *method {
 		m.stream = m.unary
 		return m
 	}
-	if r := eff.Retry; *r.Enabled && *r.MaxAttempts > 1 {
-		for _, code := range r.RetryableStatusCodes {
+	// The method's retryableStatusCodes decide what a failure is for the
+	// throttle even when the method does not retry.
+	r := eff.Retry
+	for _, code := range r.RetryableStatusCodes {
+		if int(code) < len(m.retryable) {
 			m.retryable[code] = true
 		}
+	}
+	if *r.Enabled && *r.MaxAttempts > 1 {
 		rc, _ := retryConfig(r) // validated with the config
 		rc.Name = m.name
 		ropts := []retry.Option{
@@ -177,6 +189,11 @@ func (c *Chain) build(st *state, svc, name string) *method {
 			ropts = append(ropts, retry.WithThrottle(st.throttle))
 		}
 		m.retry, _ = retry.New(ropts...)
+	} else if st.throttle != nil {
+		rc := retry.DefaultConfig()
+		rc.MaxAttempts = 1
+		m.tally, _ = retry.New(retry.WithConfig(rc), retry.WithRetryable(m.isRetryable),
+			retry.WithClassifier(m.classes.outcome), retry.WithPushback(pushbackOf), retry.WithThrottle(st.throttle))
 	}
 	var perAttempt, streamPerAttempt *timeout.Timeout
 	if t := eff.Timeout; *t.Enabled {
@@ -299,6 +316,11 @@ func (c *Chain) Close() {
 		resilience.Release(c.ejects)
 	}
 }
+
+// Throttle returns the client's retry throttle (retryThrottling), shared by
+// all its methods, or nil when retryThrottling is off. Its Tokens tell how
+// close the client is to holding retries back.
+func (c *Chain) Throttle() *retry.Throttle { return c.state.Load().throttle }
 
 // Config returns the configuration in force.
 func (c *Chain) Config() *Config { return c.state.Load().cfg }

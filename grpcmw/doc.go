@@ -48,14 +48,25 @@
 // state); a call the bulkhead refuses, with RESOURCE_EXHAUSTED and
 // BULKHEAD_FULL. The error also matches circuitbreaker.ErrOpen or
 // bulkhead.ErrFull with errors.Is ([RejectionError]). No meshless client
-// retries either reason, also when a downstream service passes it on
-// unchanged ([RejectionReason]); the relayed CIRCUIT_OPEN still counts as a
-// failure of the service that relayed it.
+// retries either reason, nor RATE_LIMITED, also when a downstream service
+// passes it on unchanged ([RejectionReason]); the relayed CIRCUIT_OPEN counts
+// as a failure of the service that relayed it, a relayed BULKHEAD_FULL or
+// RATE_LIMITED is ignored by the breaker, whatever the configured codes, and
+// none moves the retry throttle.
+//
+// # gRFC A6
+//
+// Retries follow gRFC A6 where an interceptor can: a grpc-retry-pushback-ms
+// trailer that is not one plain decimal value stops them; every call of the
+// client moves its retry throttle ([Chain.Throttle]), retrying or not;
+// retry attempts carry grpc-previous-rpc-attempts; a timeout reaches the
+// caller as DEADLINE_EXCEEDED on every reading. See docs/retry.md.
 //
 // # Streams
 //
 // See [Chain.StreamClientInterceptor]: a stream is admitted at creation, its
-// final status is its outcome, its permits come back however it ends, and a
-// server-streaming call is retried, replaying its request, only while no
-// response has reached the caller.
+// final status is its outcome, its permits come back however it ends, and
+// any kind of stream is retried, replaying the messages it sent, until it
+// commits: a response reached the caller, or its messages outgrew
+// [WithRetryBufferLimit].
 package grpcmw

@@ -19,3 +19,6 @@ func (s *Server) Chain() *Chain { return s.c }
 func EjectionListener(user outlier.Listener, rec resilience.Recorder) outlier.Listener {
 	return ejectionListener{user: user, rec: rec}
 }
+
+// Pushback reads a trailer's grpc-retry-pushback-ms as the client does.
+var Pushback = pushback

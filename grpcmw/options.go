@@ -11,10 +11,12 @@ type options struct {
 	clock           resilience.Clock
 	maxMethods      int
 	serverSide      bool // NewServer: bulkheads only
+	// retryBufferLimit bounds the bytes a stream keeps to replay.
+	retryBufferLimit int
 }
 
 func defaultOptions() options {
-	return options{clock: resilience.SystemClock(), maxMethods: 10000}
+	return options{clock: resilience.SystemClock(), maxMethods: 10000, retryBufferLimit: DefaultRetryBufferLimit}
 }
 
 // Option configures a [Chain].
@@ -50,3 +52,19 @@ func WithOutlierListener(l outlier.Listener) Option {
 // WithMaxMethods bounds the methods the chain keeps policies for. A method
 // beyond the bound runs without policies. Default 10000.
 func WithMaxMethods(n int) Option { return optionFunc(func(o *options) { o.maxMethods = n }) }
+
+// DefaultRetryBufferLimit is the default of [WithRetryBufferLimit]: 256 KiB,
+// grpc-go's own per-call retry buffer.
+const DefaultRetryBufferLimit = 256 << 10
+
+// WithRetryBufferLimit bounds, in bytes, what one stream of a retrying
+// method keeps of the messages it sent, to replay them on a retry (gRFC A6's
+// per-RPC buffer limit). Each message counts its encoded size plus the
+// 5-byte gRPC frame header; a message that is not a protocol buffer cannot
+// be counted and commits the call at once. A message that would take the
+// stream past the limit commits it: it is sent, and the stream is retried no
+// more. 0 keeps nothing: a stream is then retried only while it has sent
+// nothing. Default [DefaultRetryBufferLimit].
+func WithRetryBufferLimit(bytes int) Option {
+	return optionFunc(func(o *options) { o.retryBufferLimit = bytes })
+}

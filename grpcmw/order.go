@@ -2,6 +2,7 @@ package grpcmw
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -81,7 +82,8 @@ func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 		if m == nil {
 			return invoker(ctx, fullMethod, req, reply, cc, opts...)
 		}
-		u := unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts, pushback: m.retry != nil}
+		u := unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts,
+			pushback: m.retry != nil || m.tally != nil}
 		return m.run(ctx, &u)
 	}
 }
@@ -110,8 +112,9 @@ type unaryCall struct {
 	pushback   bool
 }
 
-// attempt is one attempt of the call. When the method retries, it reads the
-// server's pushback from the trailer and hands it to the retry policy.
+// attempt is one attempt of the call. When the method retries or moves the
+// retry throttle, it reads the server's pushback from the trailer and hands
+// it to the retry policy.
 func (u *unaryCall) attempt(ctx context.Context) error {
 	if !u.pushback {
 		return u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.opts...)
@@ -119,12 +122,32 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 	var md metadata.MD
 	opts := append(u.opts[:len(u.opts):len(u.opts)], grpc.Trailer(&md))
 	err := u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...)
-	if err != nil {
-		if d, ok := pushback(md); ok {
-			return &pushbackError{error: err, delay: d}
-		}
+	return withPushback(err, md)
+}
+
+// withPushback attaches the pushback of an attempt's trailer to its error.
+// A rejection relayed from a downstream meshless gets none: it is never
+// retried and moves no throttle token, whatever the trailer says.
+func withPushback(err error, trailer metadata.MD) error {
+	if err == nil {
+		return nil
+	}
+	if d, ok := pushback(trailer); ok && RejectionReason(err) == "" {
+		return &pushbackError{error: err, delay: d}
 	}
 	return err
+}
+
+// withPreviousAttempts returns ctx with the grpc-previous-rpc-attempts
+// header of gRFC A6 set to n, the attempts made before this one, replacing
+// any value the caller's metadata had.
+func withPreviousAttempts(ctx context.Context, n int) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx) // a copy
+	if md == nil {
+		md = metadata.MD{}
+	}
+	md.Set(PreviousAttemptsHeader, strconv.Itoa(n))
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // run runs one unary call: the overall timeout around the retry around the
@@ -133,10 +156,10 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 // backoffs.
 func (m *method) run(ctx context.Context, u *unaryCall) error {
 	if m.call == nil {
-		return m.runPolicies(ctx, u)
+		return wireError(m.runPolicies(ctx, u))
 	}
 	start := time.Now()
-	err := m.runPolicies(ctx, u)
+	err := wireError(m.runPolicies(ctx, u))
 	m.call.Record(ctx, resilience.Event{Type: resilience.EventCall, Duration: time.Since(start), Err: err,
 		Outcome: m.classes.outcome(err), ErrorType: errorType(err)})
 	return err
@@ -149,14 +172,26 @@ func (m *method) runPolicies(ctx context.Context, u *unaryCall) error {
 	return withoutPushback(m.overall.Execute(ctx, func(ctx context.Context) error { return m.retried(ctx, u) }))
 }
 
-// retried runs the attempts while the retry policy allows.
+// retried runs the attempts while the retry policy allows. Every attempt
+// after the first carries the grpc-previous-rpc-attempts header. A method
+// that does not retry still moves the client's retry throttle.
 func (m *method) retried(ctx context.Context, u *unaryCall) error {
 	if m.retry == nil {
-		return m.unary.Run(ctx, u.attempt)
+		if m.tally == nil {
+			return m.unary.Run(ctx, u.attempt)
+		}
+		a := m.tally.Begin(ctx)
+		err := m.unary.Run(ctx, u.attempt)
+		a.Done(err)
+		return withoutPushback(err)
 	}
 	a := m.retry.Begin(ctx)
 	for {
-		err := m.unary.Run(ctx, u.attempt)
+		actx := ctx
+		if n := a.Attempt(); n > 0 {
+			actx = withPreviousAttempts(ctx, n)
+		}
+		err := m.unary.Run(actx, u.attempt)
 		wait, again := a.Next(err)
 		if !again || !a.Wait(wait) {
 			return withoutPushback(err)

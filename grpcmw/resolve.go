@@ -12,7 +12,7 @@ import (
 	"github.com/meshless/meshless/resilience"
 )
 
-// builtin holds the documented defaults of every key (CONFIG.md).
+// builtin holds the documented defaults of every key (docs/configuration.md).
 func builtin() Policies {
 	return Policies{
 		CircuitBreaker: &CircuitBreakerSection{

@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
@@ -25,18 +27,23 @@ import (
 // streams stay open. The bulkhead's permit is held for the stream's life and
 // given back when it ends in any way: io.EOF, an error, the end of its
 // context, or the caller dropping it. Retries cover the creation of the
-// stream and, for server-streaming methods (one request, a stream of
-// responses), failures before the first response arrives: the request is
-// replayed, and no response is ever delivered twice. Timeouts apply to a
-// stream only when its method's own configuration sets them (a stream often
-// lives far longer than a unary call).
+// stream and, for every kind of stream, failures before the call commits
+// (gRFC A6): the messages sent so far are kept, up to a per-call limit
+// ([WithRetryBufferLimit], 256 KiB by default), and replayed in order on the
+// next attempt, each exactly once per attempt. The call commits, and is
+// retried no more, when its first response (or its response headers) reaches
+// the caller or when a message would outgrow the buffer; no response is ever
+// delivered twice. Every attempt after the first carries the
+// grpc-previous-rpc-attempts header. Timeouts apply to a stream only when its
+// method's own configuration sets them (a stream often lives far longer than
+// a unary call).
 func (c *Chain) StreamClientInterceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		m := c.lookup(fullMethod)
 		if m == nil {
 			return streamer(ctx, desc, cc, fullMethod, opts...)
 		}
-		return m.newStream(ctx, desc, cc, fullMethod, streamer, opts)
+		return m.newStream(ctx, &c.opts, desc, cc, fullMethod, streamer, opts)
 	}
 }
 
@@ -56,7 +63,8 @@ type streamState struct {
 	streamer   grpc.Streamer
 	opts       []grpc.CallOption
 	attempts   retry.Attempts
-	replay     bool // a server-streaming call: replayable until a response arrives
+	replay     bool // the method retries: replayable until the call commits
+	limit      int  // the replay buffer's limit, in bytes
 	stopWatch  func() bool
 
 	mu        sync.Mutex
@@ -64,16 +72,18 @@ type streamState struct {
 	trailer   metadata.MD
 	cancelCur context.CancelFunc
 	adm       resilience.Admission // the current attempt's permits
-	received  bool                 // a response reached the caller: no more retries
-	sent      []any                // requests sent so far, to replay
+	received  bool                 // a response reached the caller
+	committed bool                 // no more retries (gRFC A6)
+	sent      []any                // messages sent so far, to replay
+	sentBytes int                  // their size on the wire
 	closeSent bool
 	waiting   bool // RecvMsg is in a backoff, without the lock; it ends the retry
 	done      bool
 }
 
-func (m *method) newStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+func (m *method) newStream(ctx context.Context, o *options, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	s := &streamState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts,
-		replay: m.retry != nil && !desc.ClientStreams && desc.ServerStreams}
+		replay: m.retry != nil, limit: o.retryBufferLimit}
 	if m.streamOverall > 0 {
 		s.ctx, s.cancel = context.WithTimeout(ctx, m.streamOverall)
 	} else {
@@ -92,8 +102,12 @@ func (m *method) newStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.
 		err = s.open()
 	}
 	if err != nil {
+		if m.tally != nil { // before the cancel: a done context moves nothing
+			a := m.tally.Begin(s.ctx)
+			a.Done(err)
+		}
 		s.cancel()
-		return nil, err
+		return nil, wireError(withoutPushback(err))
 	}
 	// Give the permits back when the context ends, whoever notices first.
 	s.mu.Lock()
@@ -118,9 +132,13 @@ func (s *streamState) open() (err error) {
 			s.adm.Abort() // the streamer panicked
 		}
 	}()
-	actx, cancel := context.WithCancel(s.adm.Context())
+	actx := s.adm.Context()
+	if n := s.attempts.Attempt(); n > 0 {
+		actx = withPreviousAttempts(actx, n)
+	}
+	actx, cancel := context.WithCancel(actx)
 	opts := s.opts
-	if s.replay {
+	if s.replay || s.m.tally != nil {
 		s.trailer = nil
 		opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&s.trailer))
 	}
@@ -170,26 +188,33 @@ func (s *streamState) settleLocked(err error) {
 func (s *streamState) finish(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.finishLocked(err)
+	s.finishLocked(err, err)
 }
 
-func (s *streamState) finishLocked(err error) {
+// finishLocked ends the stream with err, the status its caller sees; aerr
+// is the same error with the server's pushback, for the retry throttle,
+// when the status came from the server (its trailer is then complete).
+func (s *streamState) finishLocked(err, aerr error) {
 	if s.done {
 		return
 	}
 	s.done = true
 	s.settleLocked(err)
-	if s.m.retry != nil && !s.waiting { // a waiting RecvMsg ends the retry itself
-		if err == io.EOF {
-			err = nil
-		}
-		s.attempts.Done(err)
+	if aerr == io.EOF {
+		aerr = nil
+	}
+	switch {
+	case s.m.retry != nil && !s.waiting: // a waiting RecvMsg ends the retry itself
+		s.attempts.Done(aerr)
+	case s.m.tally != nil:
+		a := s.m.tally.Begin(s.ctx)
+		a.Done(aerr)
 	}
 	if s.stopWatch != nil {
 		s.stopWatch()
 	}
 	s.cancel()
-	s.sent = nil
+	s.sent, s.sentBytes = nil, 0
 }
 
 func (s *streamState) current() grpc.ClientStream {
@@ -198,20 +223,56 @@ func (s *streamState) current() grpc.ClientStream {
 	return s.cur
 }
 
-// SendMsg sends a request; a replayable call keeps it until a response
-// arrives.
+// SendMsg sends a message. Until the call commits, a retrying method keeps
+// it to replay; the message that would outgrow the buffer commits the call.
+// When the current attempt has already ended, a message that is kept
+// reports success: RecvMsg learns how the attempt ended and, if the policy
+// retries, replays every kept message on the next attempt.
 func (cs *clientStream) SendMsg(msg any) error {
 	s := cs.streamState
 	s.mu.Lock()
-	if s.replay && !s.received {
-		s.sent = append(s.sent, msg)
+	if s.replay && !s.committed {
+		if n, ok := wireSize(msg); ok && s.sentBytes+n <= s.limit {
+			s.sent = append(s.sent, msg)
+			s.sentBytes += n
+		} else {
+			s.commitLocked() // A6: the outgoing message outgrew the buffer
+		}
 	}
 	cur := s.cur
 	s.mu.Unlock()
-	return cur.SendMsg(msg)
+	err := cur.SendMsg(msg)
+	if err == io.EOF {
+		s.mu.Lock()
+		kept := s.replay && !s.committed && !s.done
+		s.mu.Unlock()
+		if kept {
+			return nil
+		}
+	}
+	return err
 }
 
-// CloseSend closes the sending side.
+// commitLocked commits the call: no more retries, and the kept messages go.
+func (s *streamState) commitLocked() {
+	s.committed = true
+	s.sent, s.sentBytes = nil, 0
+}
+
+// wireSize returns the size a message takes on the wire, the 5-byte gRPC
+// frame header included, as grpc-go counts its own retry buffer; false for
+// a message that is not a protocol buffer (its size is not known).
+func wireSize(msg any) (int, bool) {
+	switch m := msg.(type) {
+	case proto.Message:
+		return proto.Size(m) + 5, true
+	case protoadapt.MessageV1:
+		return proto.Size(protoadapt.MessageV2Of(m)) + 5, true
+	}
+	return 0, false
+}
+
+// CloseSend closes the sending side; a replayable call replays it too.
 func (cs *clientStream) CloseSend() error {
 	s := cs.streamState
 	s.mu.Lock()
@@ -222,8 +283,8 @@ func (cs *clientStream) CloseSend() error {
 }
 
 // RecvMsg receives a response. The stream's outcome is recorded before the
-// status that ends it is returned; a failure of a replayable call before any
-// response is retried here.
+// status that ends it is returned; a failure of a retrying method's call
+// before it commits is retried here, replaying what was sent.
 func (cs *clientStream) RecvMsg(msg any) error {
 	s := cs.streamState
 	for {
@@ -233,25 +294,26 @@ func (cs *clientStream) RecvMsg(msg any) error {
 			if !s.received {
 				s.adm.Commit(nil) // a half-open probe's verdict: see StreamClientInterceptor
 			}
-			s.received, s.sent = true, nil
+			s.received = true
+			s.commitLocked()
 			if !s.desc.ServerStreams { // one response: the call is over
-				s.finishLocked(nil)
+				s.finishLocked(nil, nil)
 			}
 			s.mu.Unlock()
 			return nil
 		}
-		if err == io.EOF || !s.replay || s.received || s.done {
-			s.finishLocked(err)
+		aerr := err
+		if err != io.EOF && !s.done {
+			aerr = withPushback(err, s.trailer)
+		}
+		if err == io.EOF || !s.replay || s.committed || s.done {
+			s.finishLocked(err, aerr)
 			s.mu.Unlock()
 			return err
 		}
-		// A failure before the first response: settle this attempt and try
-		// the call again, replaying its request, while the policy allows.
+		// A failure before the call committed: settle this attempt and try
+		// the call again, replaying what was sent, while the policy allows.
 		s.settleLocked(err)
-		aerr := err
-		if d, ok := pushback(s.trailer); ok {
-			aerr = &pushbackError{error: err, delay: d}
-		}
 		for {
 			wait, again := s.attempts.Next(aerr)
 			if !again {
@@ -290,11 +352,22 @@ func (s *streamState) endLocked() {
 		s.stopWatch()
 	}
 	s.cancel()
-	s.sent = nil
+	s.sent, s.sentBytes = nil, 0
 }
 
-// Header returns the current attempt's header.
-func (cs *clientStream) Header() (metadata.MD, error) { return cs.current().Header() }
+// Header returns the current attempt's header. Headers that reach the
+// caller commit the call (gRFC A6): what the caller saw is not replaced by
+// another attempt's.
+func (cs *clientStream) Header() (metadata.MD, error) {
+	md, err := cs.current().Header()
+	if md != nil && err == nil {
+		s := cs.streamState
+		s.mu.Lock()
+		s.commitLocked()
+		s.mu.Unlock()
+	}
+	return md, err
+}
 
 // Trailer returns the current attempt's trailer.
 func (cs *clientStream) Trailer() metadata.MD { return cs.current().Trailer() }

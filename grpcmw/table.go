@@ -27,6 +27,7 @@ type methodTable struct {
 	snap    atomic.Pointer[map[string]*method]
 	pending map[string]*method // under Chain.mu
 	n       int                // entries in snap and pending, under Chain.mu
+	copied  int                // entries copied into new snapshots, under Chain.mu
 }
 
 func newMethodTable() *methodTable {
@@ -67,6 +68,7 @@ func (t *methodTable) storeLocked(key string, m *method) {
 	for k, v := range t.pending {
 		next[k] = v
 	}
+	t.copied += len(next)
 	t.snap.Store(&next)
 	t.pending = map[string]*method{}
 }

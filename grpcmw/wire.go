@@ -15,6 +15,7 @@ import (
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/timeout"
 )
 
 // The google.rpc.ErrorInfo that marks meshless's own rejections on the wire.
@@ -25,10 +26,17 @@ const (
 	ReasonCircuitOpen = "CIRCUIT_OPEN"
 	// ReasonBulkheadFull marks a call a bulkhead rejected (RESOURCE_EXHAUSTED).
 	ReasonBulkheadFull = "BULKHEAD_FULL"
+	// ReasonRateLimited marks a call a rate limiter rejected
+	// (RESOURCE_EXHAUSTED).
+	ReasonRateLimited = "RATE_LIMITED"
 	// PushbackTrailer is the trailer in which a server asks the client to wait
 	// before retrying (gRFC A6), in milliseconds; a negative value asks it not
 	// to retry.
 	PushbackTrailer = "grpc-retry-pushback-ms"
+	// PreviousAttemptsHeader is the header a retry attempt carries (gRFC A6):
+	// the number of attempts made before it, "1" on the second attempt. The
+	// first attempt does not carry it.
+	PreviousAttemptsHeader = "grpc-previous-rpc-attempts"
 )
 
 // RejectionError is a local rejection as a gRPC status error: status.Code
@@ -93,8 +101,9 @@ func withInfo(c codes.Code, msg, reason string, md map[string]string) *status.St
 }
 
 // RejectionReason returns the meshless rejection reason an error carries on
-// the wire (ReasonCircuitOpen or ReasonBulkheadFull), made here or by a
-// downstream service whose error was passed on unchanged; "" otherwise.
+// the wire (ReasonCircuitOpen, ReasonBulkheadFull or ReasonRateLimited), made
+// here or by a downstream service whose error was passed on unchanged; ""
+// otherwise. Only an UNAVAILABLE or RESOURCE_EXHAUSTED status is read.
 func RejectionReason(err error) string {
 	if err == nil {
 		return ""
@@ -108,9 +117,13 @@ func RejectionReason(err error) string {
 		return ""
 	}
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain &&
-			(info.GetReason() == ReasonCircuitOpen || info.GetReason() == ReasonBulkheadFull) {
-			return info.GetReason()
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.GetDomain() != ErrorDomain {
+			continue
+		}
+		switch r := info.GetReason(); r {
+		case ReasonCircuitOpen, ReasonBulkheadFull, ReasonRateLimited:
+			return r
 		}
 	}
 	return ""
@@ -147,7 +160,11 @@ func newClasses(failure, ignored Codes) classes {
 
 // outcome classifies an attempt's error: a failure code or any error that is
 // not a status is a failure, an ignored code or a local rejection is
-// ignored, every other code (NOT_FOUND…) is a success.
+// ignored, every other code (NOT_FOUND…) is a success. A rejection relayed
+// from a downstream meshless is classified by its reason, whatever the
+// configured codes say: CIRCUIT_OPEN is a failure of the service that relayed
+// it, BULKHEAD_FULL and RATE_LIMITED are ignored (a busy service is not a
+// broken one).
 func (c *classes) outcome(err error) resilience.Outcome {
 	if err == nil {
 		return resilience.Success
@@ -159,25 +176,46 @@ func (c *classes) outcome(err error) resilience.Outcome {
 	if !ok {
 		return resilience.Failure
 	}
+	if code == codes.Unavailable || code == codes.ResourceExhausted {
+		switch RejectionReason(err) {
+		case ReasonCircuitOpen:
+			return resilience.Failure
+		case ReasonBulkheadFull, ReasonRateLimited:
+			return resilience.Ignored
+		}
+	}
 	if int(code) < len(c) {
 		return c[code]
 	}
 	return resilience.Failure
 }
 
-// pushback reads a server's grpc-retry-pushback-ms trailer: a delay, or a
-// negative one (do not retry) for a value that is negative or not a number.
+// pushback reads a server's grpc-retry-pushback-ms trailer (gRFC A6): a
+// delay, or a negative one, which means "do not retry", for a value that is
+// not a plain decimal integer in [0, 2^31-1] ("-1", "+5", " 5", "5.5",
+// "soon", a value past int32) and for a trailer sent more than once. Leading
+// zeros are read, as grpc-go reads them.
 func pushback(md metadata.MD) (time.Duration, bool) {
 	vs := md.Get(PushbackTrailer)
-	if len(vs) == 0 {
+	switch len(vs) {
+	case 0:
 		return 0, false
-	}
-	ms, err := strconv.ParseInt(vs[0], 10, 64)
-	if err != nil || ms < 0 {
+	case 1:
+	default:
 		return -1, true
 	}
-	if ms > int64(time.Hour/time.Millisecond) {
-		ms = int64(time.Hour / time.Millisecond)
+	v := vs[0]
+	if v == "" {
+		return -1, true
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return -1, true
+		}
+	}
+	ms, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return -1, true
 	}
 	return time.Duration(ms) * time.Millisecond, true
 }
@@ -196,6 +234,38 @@ func (e *pushbackError) Unwrap() error { return e.error }
 func (e *pushbackError) GRPCStatus() *status.Status {
 	st, _ := status.FromError(e.error)
 	return st
+}
+
+// timeoutError is a [*timeout.Error] as the caller of a gRPC call sees it:
+// DEADLINE_EXCEEDED for status.Code, whatever the attempt's own error (a
+// reply that came after the deadline, an attempt that failed otherwise while
+// its deadline passed), so that the caller's error, its status code and the
+// call's error.type agree. It unwraps to the *timeout.Error, and errors.Is
+// matches context.DeadlineExceeded and timeout.ErrTimeout.
+type timeoutError struct{ err *timeout.Error }
+
+func (e *timeoutError) Error() string { return e.err.Error() }
+
+// GRPCStatus returns DEADLINE_EXCEEDED with the timeout's message.
+func (e *timeoutError) GRPCStatus() *status.Status {
+	return status.New(codes.DeadlineExceeded, e.err.Error())
+}
+
+// Unwrap returns the *timeout.Error.
+func (e *timeoutError) Unwrap() error { return e.err }
+
+// wireError is the error a call returns to its caller: a timeout is
+// DEADLINE_EXCEEDED on every reading of it, unless what it cut was a local
+// rejection (a bulkhead's queue), which stays that rejection.
+func wireError(err error) error {
+	if err == nil || resilience.IsRejection(err) {
+		return err
+	}
+	var te *timeout.Error
+	if errors.As(err, &te) && status.Code(err) != codes.DeadlineExceeded {
+		return &timeoutError{te}
+	}
+	return err
 }
 
 // errorType names an error for metrics: circuit_open or bulkhead_full for a

@@ -65,7 +65,7 @@ func shape(m metricdata.Metrics) string {
 	return fmt.Sprintf("unexpected %T", m.Data)
 }
 
-// Attribute helpers, spelled as METRICS.md spells the keys.
+// Attribute helpers, spelled as docs/metrics.md spells the keys.
 func breakerName(n string) attribute.KeyValue {
 	return attribute.String("meshless.circuit_breaker.name", n)
 }

@@ -20,7 +20,7 @@ import (
 // package's import path.
 const ScopeName = "github.com/meshless/meshless/otelmw"
 
-// The metric names of the catalogue (docs/metrics.md, METRICS.md).
+// The metric names of the catalogue (docs/metrics.md).
 const (
 	metricBreakerState       = "meshless.circuit_breaker.state"
 	metricBreakerTransitions = "meshless.circuit_breaker.transitions"

@@ -9,17 +9,21 @@
 //	...
 //	err = r.Execute(ctx, func(ctx context.Context) error { return client.Get(ctx, req) })
 //
-// The rules, in the order they are checked after a failed attempt:
+// The rules, in the order they are checked after a failed attempt (gRFC
+// A6's order):
 //
 //   - a [resilience.Rejection] (a breaker open, a bulkhead full, here or one
-//     hop down) is never retried, whatever the predicate says;
+//     hop down) is never retried, whatever the predicate says, and moves no
+//     throttle token;
 //   - nothing is retried once the caller's context is done;
-//   - only errors the [WithRetryable] predicate accepts are retried;
+//   - a server-requested stop ([WithPushback] returning a negative delay)
+//     ends the call and takes a throttle token, whatever the error;
+//   - only errors the [WithRetryable] predicate accepts are retried; each
+//     such failure takes a throttle token;
 //   - at most maxAttempts calls are made, the first one included;
-//   - a server-requested delay ([WithPushback]) replaces the backoff, and a
-//     negative one stops retrying;
-//   - a shared [Throttle] (gRPC's token bucket) holds retries back while more
-//     than half its tokens are gone;
+//   - a shared [Throttle] (gRPC's token bucket) holds retries back while half
+//     its tokens or more are gone;
+//   - a server-requested delay replaces the backoff;
 //   - a backoff that would not end before the context's deadline is not
 //     slept: the last error is returned at once.
 //

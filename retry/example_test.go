@@ -64,3 +64,21 @@ func ExampleNewThrottle() {
 	// call 2: 1 attempts, 1 tokens left
 	// call 3: 1 attempts, 0 tokens left
 }
+
+// Calls that no retry policy runs still move the client's throttle, as gRFC
+// A6 counts every RPC: here a method without retries fails twice, and the
+// retrying method is held back.
+func ExampleThrottle_RecordFailure() {
+	th, _ := retry.NewThrottle(4, 0.5466) // tokenRatio keeps three decimals: 0.546
+	th.RecordFailure()                    // a call of a method without retries failed
+	th.RecordFailure()
+	r, _ := retry.New(retry.WithThrottle(th), retry.WithMaxAttempts(3), retry.WithInitialBackoff(time.Nanosecond), retry.WithMaxBackoff(time.Nanosecond))
+	attempts := 0
+	_ = r.Execute(context.Background(), func(context.Context) error { attempts++; return errors.New("unavailable") })
+	fmt.Printf("%d attempt, %v tokens left\n", attempts, th.Tokens())
+	th.RecordSuccess() // a call of a method without retries succeeded
+	fmt.Println(th.Tokens(), th.TokenRatio())
+	// Output:
+	// 1 attempt, 1 tokens left
+	// 1.546 0.546
+}

@@ -154,14 +154,18 @@ func WithClassifier(cl resilience.Classifier) Option {
 // WithPushback sets a hook that reads a delay the server asked for from an
 // attempt's error (grpcmw reads the grpc-retry-pushback-ms trailer). When it
 // returns ok, its delay replaces the backoff and the backoff starts again
-// from initialBackoff, as in gRPC; a negative delay stops retrying. Default
-// none.
+// from initialBackoff, as in gRPC; a negative delay stops retrying and, as
+// gRFC A6 says, counts as a failure for the throttle whatever the error.
+// Default none.
 func WithPushback(f func(err error) (delay time.Duration, ok bool)) Option {
 	return optionFunc(func(c *config) { c.pushback = f })
 }
 
 // WithThrottle shares a retry [Throttle] (gRPC's token bucket) with this
-// policy. Policies of one client should share one. Default none.
+// policy, which then moves it for each of its attempts. Policies of one
+// client should share one, and the client's RPCs that no retry policy runs
+// should move it too ([Throttle.RecordSuccess], [Throttle.RecordFailure]):
+// gRFC A6 counts every RPC. Default none.
 func WithThrottle(t *Throttle) Option { return optionFunc(func(c *config) { c.throttle = t }) }
 
 // WithClock sets the clock that backoffs wait on. Whether a backoff fits

@@ -132,9 +132,10 @@ func (a *Attempts) Next(err error) (time.Duration, bool) {
 }
 
 // Done reports the result of an attempt that cannot be retried whatever it
-// says (a stream that has delivered responses) and ends the call. The
-// throttle still counts it: a retryable failure takes a token, a success
-// gives some back.
+// says (a stream that has committed: it delivered a response, or its sent
+// messages outgrew the replay buffer) and ends the call. The throttle still
+// counts it as [Attempts.Next] would: a retryable failure, or a pushback that
+// says stop, takes a token; a success gives some back.
 func (a *Attempts) Done(err error) {
 	r, c := a.r, &a.r.cfg
 	if a.over {
@@ -145,19 +146,20 @@ func (a *Attempts) Done(err error) {
 	if r.rec != nil {
 		r.rec.Record(a.ctx, resilience.Event{Type: resilience.EventAttempt, Attempt: a.n, Err: err, Outcome: c.classify(err)})
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		if c.throttle != nil {
 			c.throttle.success()
 		}
 		a.finish(nil, ReasonNone)
-	case resilience.IsRejection(err) || a.ctx.Err() != nil || !c.retryable(err):
-		a.finish(err, ReasonNotRetryable)
-	default:
-		if c.throttle != nil {
-			c.throttle.failure()
-		}
+		return
+	}
+	switch reason, _ := r.verdict(a.ctx, err); reason {
+	case ReasonNone:
 		a.finish(err, ReasonCommitted)
+	case ReasonPushback:
+		a.finish(err, reason)
+	default:
+		a.finish(err, ReasonNotRetryable)
 	}
 }
 
@@ -176,38 +178,63 @@ func (a *Attempts) finish(err error, reason Reason) {
 	a.r.done(a.ctx, a.n, err, reason)
 }
 
-// next decides whether to retry after attempt failed with err: it returns
-// the reason to stop, or ReasonNone and the wait before the next attempt.
-func (r *Retry) next(ctx context.Context, attempt int, err error, sincePushback *int) (Reason, time.Duration) {
+// verdict judges a failed attempt's error before the attempt count and the
+// throttle's level are looked at, in gRFC A6's order, and moves the throttle:
+// it returns the reason to stop (no token taken for a rejection, a done
+// context or an error that is not retryable; one taken for a pushback that
+// says stop), or ReasonNone, one token taken, and the server's pushback
+// delay when it sent one.
+func (r *Retry) verdict(ctx context.Context, err error) (Reason, pushback) {
 	c := &r.cfg
 	switch {
 	case resilience.IsRejection(err):
-		return ReasonRejected, 0 // local refusals take no token either
+		return ReasonRejected, pushback{} // local refusals take no token either
 	case ctx.Err() != nil:
-		return ReasonContextDone, 0
-	case !c.retryable(err):
-		return ReasonNotRetryable, 0
+		return ReasonContextDone, pushback{}
+	}
+	var pb pushback
+	if c.pushback != nil {
+		pb.delay, pb.set = c.pushback(err)
+	}
+	if pb.set && pb.delay < 0 {
+		// A6: a pushback that says not to retry counts as a failure,
+		// whatever the code.
+		if c.throttle != nil {
+			c.throttle.failure()
+		}
+		return ReasonPushback, pb
+	}
+	if !c.retryable(err) {
+		return ReasonNotRetryable, pb
 	}
 	if c.throttle != nil {
 		c.throttle.failure()
 	}
+	return ReasonNone, pb
+}
+
+type pushback struct {
+	delay time.Duration
+	set   bool
+}
+
+// next decides whether to retry after attempt failed with err: it returns
+// the reason to stop, or ReasonNone and the wait before the next attempt.
+func (r *Retry) next(ctx context.Context, attempt int, err error, sincePushback *int) (Reason, time.Duration) {
+	c := &r.cfg
+	reason, pb := r.verdict(ctx, err)
+	if reason != ReasonNone {
+		return reason, 0
+	}
 	if attempt >= c.MaxAttempts {
 		return ReasonMaxAttempts, 0
-	}
-	var wait time.Duration
-	pushed := false
-	if c.pushback != nil {
-		if d, ok := c.pushback(err); ok {
-			if d < 0 {
-				return ReasonPushback, 0
-			}
-			wait, pushed = d, true
-		}
 	}
 	if c.throttle != nil && !c.throttle.allow() {
 		return ReasonThrottled, 0
 	}
-	if pushed {
+	var wait time.Duration
+	if pb.set {
+		wait = pb.delay
 		*sincePushback = 0
 	} else {
 		wait = r.backoff(*sincePushback)
