@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -248,5 +250,53 @@ func TestParseScenarios(t *testing.T) {
 		case tc.err == "" && (err != nil || fmt.Sprint(got) != tc.want):
 			t.Errorf("parseScenarios(%q) = %v, %v; want %s", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// The pods scenario's meshless client reports its ejections through the
+// demo's otelmw Observer: they reach /metrics under the catalogue's names,
+// with the pod's address and the reason.
+func TestPodsEjectionsReachMetrics(t *testing.T) {
+	var body string
+	synctest.Test(t, func(t *testing.T) {
+		m, err := newMetrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(context.Background())
+		cfg := shortPodsConfig(t)
+		cfg.Quiet, cfg.Observer, cfg.Net = true, m.Observer, new(bufconnPods)
+		if _, err := runPods(t.Context(), cfg, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		m.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET /metrics: %d\n%s", rec.Code, rec.Body)
+		}
+		body = rec.Body.String()
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, want := range [][]string{
+		{"meshless_outlier_ejections_total{", `meshless_outlier_reason="consecutive_failures"`, `server_address="pod-1"`},
+		{"meshless_outlier_ejections_total{", `meshless_outlier_reason="slow_calls"`, `server_address="pod-2"`},
+		{"meshless_outlier_ejected{", `server_address="pod-2"`},
+	} {
+		found := false
+		for _, line := range strings.Split(body, "\n") {
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(line, w)
+			}
+			found = found || all
+		}
+		if !found {
+			t.Errorf("/metrics has no line with all of %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
 	}
 }
