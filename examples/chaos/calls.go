@@ -33,6 +33,7 @@ type client struct {
 	conn     *grpc.ClientConn
 	stub     testgrpc.TestServiceClient
 	st       *stats
+	series   *series // on the timeline, or nil
 }
 
 // newClients starts a backend for each client and connects the clients; obs
@@ -117,7 +118,9 @@ func (c *client) call(ctx context.Context, p int, req *testgrpc.SimpleRequest) {
 	}
 	start := time.Now()
 	_, err := c.stub.UnaryCall(ctx, req)
-	c.st.record(p, time.Since(start), int(sent.Load()), err)
+	d := time.Since(start)
+	c.st.record(p, d, int(sent.Load()), err)
+	c.series.add(start, d, err == nil || status.Code(err) == codes.NotFound)
 }
 
 // tally counts calls. Calls = OK + NotFound + Failed + Open + Throttled +

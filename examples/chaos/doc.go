@@ -1,7 +1,9 @@
 // Command chaos shows what meshless does for a gRPC client whose backend
-// goes bad.
+// goes bad. It runs scenarios (-scenario, all of them by default, in this
+// order): backend, described first below, and pods, described after it;
+// docs/demo.md reads their results.
 //
-// Two clients call their own gRPC backend (an in-process grpc.testing
+// In the backend scenario, two clients call their own gRPC backend (an in-process grpc.testing
 // TestService over loopback TCP) at the same rate, side by side, each call in
 // its own goroutine as a server handling requests would:
 //
@@ -27,11 +29,26 @@
 // requests that reached the backend and per call, and which client did
 // better (stated plainly, also where meshless does worse).
 //
+// In the pods scenario, four gRPC pods serve the same service and a manual
+// resolver gives both clients all four addresses: bare balances them with
+// plain round_robin, meshless with the meshless_outlier balancer that
+// pods.yaml's outlierDetection section installs (and nothing else: no
+// breaker, no retry). One pod answers UNAVAILABLE, then another takes 250ms
+// a call; the summary prints, per phase, the requests each pod received
+// from each client, the bad pod's share, success and p99, also for the
+// calls started once meshless had ejected the bad pod.
+//
+// At the end the program draws the run as a timeline, an SVG written to
+// the system's temporary directory (-svg moves it, -svg "" turns it off):
+// per second, each client's success rate and p99, the phases shaded, the
+// breaker's transitions and the ejections marked.
+//
 // The meshless client's metrics (package otelmw, through the OpenTelemetry
 // Prometheus exporter) are served on http://127.0.0.1:9464/metrics while the
 // program runs; docs/operations.md shows them in Grafana.
 //
-//	go run ./examples/chaos                  # about 15 seconds
+//	go run ./examples/chaos                  # about 30 seconds
+//	go run ./examples/chaos -scenario pods   # one scenario
 //	go run ./examples/chaos -phase 1s        # every phase 1s long
 //	go run ./examples/chaos -serve           # keep serving /metrics after the run, until Ctrl-C
 //	go run ./examples/chaos -metrics ""      # no metrics endpoint

@@ -35,6 +35,7 @@ type config struct {
 	Observer   resilience.Observer
 	Quiet      bool       // print the summary only
 	Listen     listenFunc // where the backends listen; nil: loopback TCP
+	Timeline   *timeline  // records each call per second; nil: none
 }
 
 func defaultConfig() (config, error) {
@@ -136,10 +137,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
+	pods, err := defaultPodsConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), "usage: go run ./examples/chaos [flags]\n\n"+
-			"Two gRPC clients call their own backend, which gets overloaded, fails, hangs, then recovers:\n"+
-			"one with a deadline alone, one through a meshless chain (client.yaml). Flags:\n\n")
+			"Two gRPC clients make the same calls, one with a deadline alone, one through meshless, in each scenario:\n"+
+			"  backend: each calls its own backend, which gets overloaded, fails, hangs, then recovers (client.yaml);\n"+
+			"  pods:    both call four pods through round_robin; one fails, then another is slow (pods.yaml).\n"+
+			"The phase flags without \"pods-\" and the backend's flags (-fail-every, -load, -queue, -shed, -timeout,\n"+
+			"-work, -workers) set the backend scenario; -rate, -phase and -quiet set every scenario. Flags:\n\n")
 		flag.PrintDefaults()
 	}
 	var names []string
@@ -148,6 +157,8 @@ func main() {
 		flag.DurationVar(&p.Duration, p.Name, p.Duration, "length of the "+p.Name+" phase")
 		names = append(names, "-"+p.Name)
 	}
+	scen, podFlags := addScenarioFlags(flag.CommandLine, pods)
+	names = append(names, podFlags...)
 	flag.IntVar(&cfg.Rate, "rate", cfg.Rate, "calls per second, per client, outside the overloaded phase")
 	flag.Float64Var(&cfg.Load, "load", cfg.Load, "calls per second in the overloaded phase, in multiples of what the backend serves (workers/work)")
 	flag.IntVar(&cfg.Capacity.Workers, "workers", cfg.Capacity.Workers, "the backend's workers: calls served at once")
@@ -165,6 +176,7 @@ func main() {
 		for i := range cfg.Schedule {
 			cfg.Schedule[i].Duration = *every
 		}
+		scen.setPhases(*every)
 	}
 	if *timeout != cfg.Timeout {
 		if err := cfg.setTimeout(*timeout); err != nil {
@@ -172,19 +184,16 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if err := mainErr(cfg, *metricsAddr, *serve); err != nil {
+	if err := mainErr(cfg, *scen, *metricsAddr, *serve); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
 }
 
-func mainErr(cfg config, metricsAddr string, serve bool) error {
+func mainErr(cfg config, scen scenarioOptions, metricsAddr string, serve bool) error {
 	// Ctrl-C ends the run early; the summary covers what ran.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := cfg.validate(); err != nil {
-		return err
-	}
 	if serve && metricsAddr == "" {
 		return errors.New(`-serve keeps serving /metrics: it needs a -metrics address, not ""`)
 	}
@@ -197,7 +206,7 @@ func mainErr(cfg config, metricsAddr string, serve bool) error {
 		cfg.Observer = m.Observer
 		fmt.Printf("metrics: http://%s/metrics\n", m.Addr)
 	}
-	if _, err := run(ctx, cfg, os.Stdout); err != nil {
+	if _, err := runScenarios(ctx, cfg, scen, os.Stdout); err != nil {
 		return err
 	}
 	if serve && ctx.Err() == nil {
@@ -221,6 +230,9 @@ func run(ctx context.Context, cfg config, w io.Writer) (summary, error) {
 		return summary{}, err
 	}
 	defer closeClients(clients)
+	for _, c := range clients {
+		c.series = cfg.Timeline.series(c.name)
+	}
 	tw := w
 	if cfg.Quiet {
 		tw = io.Discard

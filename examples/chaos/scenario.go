@@ -1,0 +1,169 @@
+// This file chooses the scenarios to run (-scenario), runs them one after
+// the other, and writes the timeline of the whole run.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// scenarios are the scenarios, in the order "all" runs them.
+var scenarios = []struct{ Name, About string }{
+	{"backend", "two clients, each calling its own backend, which gets overloaded, fails, hangs, then recovers (breaker, retries, bulkhead, timeouts)"},
+	{"pods", "one bad pod among four behind round_robin, failing then slow (outlier ejection)"},
+}
+
+// scenarioOptions are the flags that are not the backend scenario's.
+type scenarioOptions struct {
+	Scenario string // "all", or names separated by commas
+	SVG      string // where to write the timeline; "" for nowhere
+	Pods     podsConfig
+}
+
+// defaultSVG is where the timeline goes unless -svg says otherwise.
+func defaultSVG() string { return filepath.Join(os.TempDir(), "meshless-chaos-timeline.svg") }
+
+// addScenarioFlags defines -scenario, -svg and the pods scenario's phases on
+// fs, and returns the options they set and the names of the phase flags.
+func addScenarioFlags(fs *flag.FlagSet, pods podsConfig) (*scenarioOptions, []string) {
+	o := &scenarioOptions{Pods: pods}
+	var names []string
+	for _, s := range scenarios {
+		names = append(names, s.Name)
+	}
+	fs.StringVar(&o.Scenario, "scenario", "all", "the scenarios to run, separated by commas, or all of them in order: "+strings.Join(names, ", "))
+	fs.StringVar(&o.SVG, "svg", defaultSVG(), `write the run's timeline (success rate and p99 per second) to this SVG file ("" for none)`)
+	var flags []string
+	for i := range o.Pods.Phases {
+		p := &o.Pods.Phases[i]
+		fs.DurationVar(&p.Duration, "pods-"+p.Name, p.Duration, "length of the pods scenario's "+p.Name+" phase")
+		flags = append(flags, "-pods-"+p.Name)
+	}
+	return o, flags
+}
+
+// setPhases makes every phase of the pods scenario d long.
+func (o *scenarioOptions) setPhases(d time.Duration) {
+	for i := range o.Pods.Phases {
+		o.Pods.Phases[i].Duration = d
+	}
+}
+
+// parseScenarios returns the scenarios s names, in its order.
+func parseScenarios(s string) ([]string, error) {
+	var all []string
+	for _, sc := range scenarios {
+		all = append(all, sc.Name)
+	}
+	if s == "all" {
+		return all, nil
+	}
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case !slices.Contains(all, n):
+			return nil, fmt.Errorf("-scenario: no scenario %q (choose among %s, or all)", n, strings.Join(all, ", "))
+		case slices.Contains(out, n):
+			return nil, fmt.Errorf("-scenario: %q twice", n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// results are what the scenarios that ran found.
+type results struct {
+	Backend  *summary
+	Pods     *podsSummary
+	SVG      string    // the timeline's file, if written
+	Timeline *timeline // nil unless written
+}
+
+// runScenarios runs the scenarios o names with cfg (the backend scenario's,
+// whose rate, observer and quietness the others share), then writes the
+// timeline. It stops early if ctx ends.
+func runScenarios(ctx context.Context, cfg config, o scenarioOptions, w io.Writer) (results, error) {
+	var res results
+	names, err := parseScenarios(o.Scenario)
+	if err != nil {
+		return res, err
+	}
+	pods := o.Pods
+	pods.Rate, pods.Observer, pods.Quiet = cfg.Rate, cfg.Observer, cfg.Quiet
+	var errs []error
+	for _, n := range names {
+		switch n {
+		case "backend":
+			errs = append(errs, cfg.validate())
+		case "pods":
+			errs = append(errs, pods.validate())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, err
+	}
+	var tl *timeline
+	if o.SVG != "" {
+		tl = newTimeline(time.Now())
+		res.Timeline = tl
+	}
+	cfg.Timeline, pods.Timeline = tl, tl
+	for i, n := range names {
+		if ctx.Err() != nil {
+			break
+		}
+		if len(names) > 1 {
+			fmt.Fprintf(w, "\n══ scenario %d/%d, %s: %s\n\n", i+1, len(names), n, scenarios[slices.IndexFunc(scenarios, func(s struct{ Name, About string }) bool { return s.Name == n })].About)
+		}
+		var offset time.Duration
+		if tl != nil {
+			offset = tl.since(time.Now())
+		}
+		switch n {
+		case "backend":
+			sum, err := run(ctx, cfg, w)
+			if err != nil {
+				return res, err
+			}
+			res.Backend = &sum
+			if tl != nil {
+				tl.phases(n, offset, sum.Schedule)
+				tl.transitions(offset, sum.Transitions)
+			}
+		case "pods":
+			sum, err := runPods(ctx, pods, w)
+			if err != nil {
+				return res, err
+			}
+			res.Pods = &sum
+			if tl != nil {
+				tl.phases(n, offset, pods.schedule())
+				for _, e := range sum.Ejections {
+					kind := markEjected
+					if e.Returned {
+						kind = markReturned
+					}
+					tl.mark(offset+e.At, kind)
+				}
+			}
+		}
+	}
+	if tl != nil {
+		if err := tl.saveSVG(o.SVG); err != nil {
+			return res, err
+		}
+		res.SVG = o.SVG
+		fmt.Fprintf(w, "\ntimeline: %s\n", o.SVG)
+	}
+	return res, nil
+}
