@@ -208,6 +208,9 @@ func (c *Cluster) Close() {
 		for _, e := range c.list() {
 			c.Remove(e.b)
 		}
+		if c.health.Swap(healthUnknown) == healthUp && c.o.listener != nil {
+			c.o.listener.Connected(false) // a closed cluster is not connected
+		}
 	})
 }
 
