@@ -464,17 +464,20 @@ func TestAbandonedProbeIsReleasedWhenItsContextEnds(t *testing.T) {
 		}
 		cancel()
 	}
-	// context.AfterFunc runs in its own goroutine: wait until both places
-	// are back, which is what the test is about.
+	// context.AfterFunc runs in its own goroutine, one per probe: wait until
+	// both places are back, which is what the test is about. (Taking the
+	// first place back and then wanting the second at once raced with the
+	// second goroutine.)
+	var back []circuitbreaker.Permit
 	waitFor(t, func() bool {
-		p, err := h.cb.Acquire(context.Background())
-		if err != nil {
-			return false
+		if p, err := h.cb.Acquire(context.Background()); err == nil {
+			back = append(back, p)
 		}
-		p.Record(ok)
-		return true
+		return len(back) == 2
 	})
-	h.calls(1, ok, 0)
+	for _, p := range back {
+		p.Record(ok)
+	}
 	h.wantState(circuitbreaker.StateClosed)
 }
 
