@@ -280,17 +280,17 @@ func (c *Cluster) apply(m message) {
 }
 
 // adopt opens e's breaker for the open o of another instance, if o is newer
-// than the open it is in. Called with syncMu held.
+// than the open it agreed on: from CLOSED or HALF_OPEN, or re-timing an open
+// of its own that the cluster has not agreed on (the first open claimed
+// wins, so that every instance probes at once). Called with syncMu held.
 func (c *Cluster) adopt(e *entry, o opening, now int64) {
 	if o.until <= now || o.until <= e.round {
 		return
 	}
-	w := e.b.Window()
-	if w.State == circuitbreaker.StateOpen && w.Until.UnixMilli() >= o.until {
-		e.round = w.Until.UnixMilli()
+	e.round = o.until
+	if w := e.b.Window(); w.State == circuitbreaker.StateOpen && w.Until.UnixMilli() == o.until {
 		return
 	}
-	e.round = o.until
 	if e.b.OpenRemote(time.Duration(o.until-now)*time.Millisecond, o.reopens, o.reason) && c.o.listener != nil {
 		c.o.listener.RemoteOpen(e.name)
 	}

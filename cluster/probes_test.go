@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/meshless/meshless/circuitbreaker"
 )
@@ -122,4 +123,25 @@ func TestAPodThatMissedTheCloseLearnsItWhenItLeases(t *testing.T) {
 	b.wantState(circuitbreaker.StateHalfOpen)
 	b.sync()
 	b.wantState(circuitbreaker.StateClosed)
+}
+
+func TestTwoOpensAtOnceAgreeOnTheFirst(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.pod("a", false), w.pod("b", false)
+	a.calls(6, fail)
+	w.clk.Advance(time.Second)
+	b.calls(6, fail) // b opens on its own, a second later, before any sync
+	a.sync()         // a's open is claimed first
+	b.sync()         // b finds it in force and takes its end
+	if wa, wb := a.b.Window(), b.b.Window(); !wa.Until.Equal(wb.Until) {
+		t.Fatalf("a opens until %v, b until %v: want the first claim's end", wa.Until, wb.Until)
+	}
+	w.clk.Advance(openWait - time.Second)
+	a.wantState(circuitbreaker.StateHalfOpen)
+	b.wantState(circuitbreaker.StateHalfOpen)
+	a.sync()
+	b.sync()
+	if n := count(probes(5, a, b)); n != 2 {
+		t.Fatalf("%d probes across the two pods, want 2", n)
+	}
 }

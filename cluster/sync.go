@@ -200,10 +200,10 @@ func (c *Cluster) act(ctx context.Context, e *entry) error {
 		if err != nil {
 			return err // pending again: claimed once Redis answers, if still open
 		}
-		e.round = until
-		if won, ok := decodeOpening(v); ok && won.instance != c.o.instance {
-			// Another instance opened first: probe when it does.
-			c.adopt(e, won, now.UnixMilli())
+		if won, ok := decodeOpening(v); ok && won.instance != c.o.instance && won.until != until {
+			c.adopt(e, won, now.UnixMilli()) // another instance opened first: probe when it does
+		} else {
+			e.round = until
 		}
 	case circuitbreaker.StateHalfOpen:
 		if w.Granted > 0 || c.health.Load() != healthUp {
