@@ -1,9 +1,3 @@
-// Package redistest starts a real redis-server for tests: its own instance
-// on a free loopback port, persistence off, stopped when the test ends.
-//
-// Without redis-server on PATH a test skips, with a message saying how to
-// install it; with CI=true in the environment it fails instead, so that CI
-// never passes by skipping.
 package redistest
 
 import (
