@@ -299,12 +299,20 @@ func (c *Cluster) adopt(e *entry, o opening, now int64) {
 // setHealth records the outcome of an exchange with Redis: the
 // coordination of every breaker follows it, and a change is logged once.
 func (c *Cluster) setHealth(err error) {
+	if l := c.o.listener; l != nil {
+		l.Synced(err == nil)
+	}
+	c.switchHealth(err)
+}
+
+// fallBack switches to local decisions at once, while an exchange is still
+// waiting for Redis; the exchange is counted when it ends.
+func (c *Cluster) fallBack(err error) { c.switchHealth(err) }
+
+func (c *Cluster) switchHealth(err error) {
 	next := healthUp
 	if err != nil {
 		next = healthDown
-	}
-	if l := c.o.listener; l != nil {
-		l.Synced(err == nil)
 	}
 	prev := c.health.Swap(next)
 	if prev == next {

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/cluster"
 )
 
 func TestRedisGoneAndBack(t *testing.T) {
@@ -77,4 +80,35 @@ func TestARunningClusterWithoutRedisStopsCleanly(t *testing.T) {
 	a.calls(6, fail) // wakes the loop; the claim fails; nothing blocks the caller
 	a.wantState(circuitbreaker.StateOpen)
 	a.c.Close() // returns: every exchange is bounded (goleak checks the rest)
+}
+
+// A Redis that holds every command (CLIENT PAUSE) is a slow Redis: the sync
+// gives up at its timeout, the instance decides locally, and it shares again
+// once Redis answers.
+func TestRedisSlowMeansLocalDecisions(t *testing.T) {
+	w := newWorld(t)
+	a := w.pod("a", false, cluster.WithConfig(cluster.Config{Namespace: "test", SyncInterval: interval, Timeout: 100 * time.Millisecond}))
+	a.sync()
+	admin := redis.NewClient(&redis.Options{Addr: w.srv.Addr()})
+	defer admin.Close()
+	if err := admin.Do(t.Context(), "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.c.Sync(t.Context()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Sync against a paused Redis: %v, want the timeout", err)
+	}
+	if a.c.Connected() || a.l.warnings.Load() != 1 {
+		t.Fatalf("connected %v, %d warnings: want local decisions, logged once", a.c.Connected(), a.l.warnings.Load())
+	}
+	a.calls(6, fail) // decided locally, at once
+	a.wantState(circuitbreaker.StateOpen)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.c.Sync(t.Context()) != nil { // the pause ends by itself
+		if time.Now().After(deadline) {
+			t.Fatal("Sync still failing 10s after the pause")
+		}
+	}
+	if v := admin.Get(t.Context(), "test:open:svc").Val(); v == "" {
+		t.Fatal("the open decided while Redis was slow was not published once it answered")
+	}
 }

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,12 +30,27 @@ func (c *Cluster) Sync(ctx context.Context) error {
 	if err := c.flush(ctx); err != nil {
 		return err
 	}
-	err := c.exchange(ctx)
+	err := c.guard(func() error { return c.exchange(ctx) })
 	c.setHealth(err)
 	if err != nil {
 		return err
 	}
 	return c.flush(ctx)
+}
+
+// guard runs one exchange with Redis. Past the timeout the exchange has
+// failed, whether or not the client honours its context (go-redis does not
+// unless ContextTimeoutEnabled is set; it waits for ReadTimeout instead):
+// every breaker falls back to local decisions at that moment, and the
+// exchange's result, when it comes, is an error.
+func (c *Cluster) guard(exchange func() error) error {
+	slow := fmt.Errorf("cluster: Redis did not answer within %v: %w", c.o.timeout(), context.DeadlineExceeded)
+	t := time.AfterFunc(c.o.timeout(), func() { c.fallBack(slow) })
+	err := exchange()
+	if !t.Stop() && err == nil { // the timer fired, or is firing: too late
+		err = slow
+	}
+	return err
 }
 
 type read struct {
@@ -169,7 +186,7 @@ func (c *Cluster) flush(ctx context.Context) error {
 			}
 			// Half-open with no probe leased: try again (a holder may have gone).
 		}
-		if err := c.act(ctx, e); err != nil {
+		if err := c.guard(func() error { return c.act(ctx, e) }); err != nil {
 			e.pending.Store(true)
 			c.setHealth(err)
 			return err

@@ -131,8 +131,14 @@ func (c *Chain) startCluster(cfg *Config) error {
 		if ro == nil {
 			return fmt.Errorf("grpcmw: %w", &PathError{Path: "cluster.redis", Problem: "needs addr or url (or a client given with grpcmw.WithRedisClient)"})
 		}
-		// Each exchange is bounded by the cluster's timeout; dialing fits in it.
-		ro.DialTimeout = min(ccfg.SyncInterval/2, time.Second)
+		// Each exchange is bounded by the cluster's timeout: the client gives
+		// up then too, instead of waiting for its default 3 s read timeout.
+		t := ccfg.Timeout
+		if t <= 0 {
+			t = min(ccfg.SyncInterval/2, time.Second)
+		}
+		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = t, t, t
+		ro.ContextTimeoutEnabled = true
 		c.ownRedis = redis.NewClient(ro)
 		rdb = c.ownRedis
 	}
