@@ -151,6 +151,10 @@ func WithSyncInterval(d time.Duration) Option {
 // WithDecideOn sets which rates may open a breaker. Default [DecideEither].
 func WithDecideOn(d DecideOn) Option { return optionFunc(func(o *options) { o.DecideOn = d }) }
 
+// WithTimeout bounds each exchange with Redis. Default 0: half the sync
+// interval, at most one second.
+func WithTimeout(d time.Duration) Option { return optionFunc(func(o *options) { o.Timeout = d }) }
+
 // WithClock sets the clock that dates what the cluster writes and reads:
 // give it the breakers' clock. Default [resilience.SystemClock].
 func WithClock(clk resilience.Clock) Option { return optionFunc(func(o *options) { o.clock = clk }) }

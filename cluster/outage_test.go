@@ -87,7 +87,7 @@ func TestARunningClusterWithoutRedisStopsCleanly(t *testing.T) {
 // once Redis answers.
 func TestRedisSlowMeansLocalDecisions(t *testing.T) {
 	w := newWorld(t)
-	a := w.pod("a", false, cluster.WithConfig(cluster.Config{Namespace: "test", SyncInterval: interval, Timeout: 100 * time.Millisecond}))
+	a := w.pod("a", false, cluster.WithTimeout(100*time.Millisecond))
 	a.sync()
 	admin := redis.NewClient(&redis.Options{Addr: w.srv.Addr()})
 	defer admin.Close()

@@ -41,7 +41,9 @@
 //
 // The outlier-ejection metrics (meshless.outlier.ejections and
 // meshless.outlier.ejected) are recorded by [NewOutlierListener], installed
-// with grpcmw.WithOutlierListener.
+// with grpcmw.WithOutlierListener. Cluster mode's (meshless.cluster.syncs,
+// meshless.cluster.connected, meshless.cluster.remote_opens) are recorded
+// by [NewClusterListener], installed with grpcmw.WithClusterListener.
 //
 // # Cost
 //
