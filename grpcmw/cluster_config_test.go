@@ -4,7 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+
+	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/redistest"
 )
 
 func TestClusterSectionErrorsNameTheirPath(t *testing.T) {
@@ -39,4 +43,39 @@ func TestClusterSectionErrorsNameTheirPath(t *testing.T) {
 	if _, err := grpcmw.ParseConfig([]byte("cluster: {enabled: false, decideOn: CLUSTER, redis: {url: 'redis://u:p@h:1/0'}}")); err != nil {
 		t.Fatalf("a valid section: %v", err)
 	}
+}
+
+func TestClusterReload(t *testing.T) {
+	srv, be := redistest.Start(t), newBackend(t)
+	yaml := yamlFor(srv)
+	pods := threePods(t, yaml, be)
+	a, b := pods[0], pods[1]
+	be.answer(codes.OK)
+	a.calls(t, 1, codes.OK)
+	b.calls(t, 1, codes.OK)
+
+	changed, err := grpcmw.ParseConfig([]byte(strings.Replace(yaml, "namespace: three-pods", "namespace: other", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.chain.Reload(changed); err == nil || !strings.Contains(err.Error(), "the cluster section is read when the chain is built") {
+		t.Fatalf("Reload changing the cluster section: %v", err)
+	}
+	// A new window means a new breaker: it joins the cluster in place of
+	// the old one.
+	bigger, err := grpcmw.ParseConfig([]byte(strings.Replace(yaml, "slidingWindowSize: 10", "slidingWindowSize: 12", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.chain.Reload(bigger); err != nil {
+		t.Fatal(err)
+	}
+	be.answer(codes.Unavailable)
+	a.calls(t, 6, codes.Unavailable)
+	if a.state() != circuitbreaker.StateOpen {
+		t.Fatalf("A is %v", a.state())
+	}
+	a.sync(t)
+	b.sync(t)
+	b.wantRejected(t, be)
 }
