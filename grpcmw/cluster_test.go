@@ -142,9 +142,19 @@ func yamlFor(srv *redistest.Server) string {
 	return strings.ReplaceAll(clusterYAML, "%ADDR%", srv.Addr())
 }
 
+// remoteOpens counts what a cluster listener hears.
+type remoteOpens struct {
+	syncs, opens atomic.Int32
+}
+
+func (r *remoteOpens) Synced(bool)       { r.syncs.Add(1) }
+func (r *remoteOpens) Connected(bool)    {}
+func (r *remoteOpens) RemoteOpen(string) { r.opens.Add(1) }
+
 func TestClusterPodAOpensAndBAndCRejectWithinOneSync(t *testing.T) {
 	srv, be := redistest.Start(t), newBackend(t)
-	pods := threePods(t, yamlFor(srv), be)
+	heard := new(remoteOpens)
+	pods := threePods(t, yamlFor(srv), be, grpcmw.WithClusterListener(heard))
 	a, b, c := pods[0], pods[1], pods[2]
 	be.answer(codes.OK)
 	b.calls(t, 1, codes.OK) // B and C have called before; they see no failure
@@ -159,6 +169,9 @@ func TestClusterPodAOpensAndBAndCRejectWithinOneSync(t *testing.T) {
 	c.sync(t)
 	b.wantRejected(t, be)
 	c.wantRejected(t, be)
+	if n := heard.opens.Load(); n != 2 {
+		t.Errorf("the listener (WithClusterListener) heard %d remote opens, want 2 (B and C)", n)
+	}
 }
 
 func TestClusterOpensWhatNoPodCouldDecideAlone(t *testing.T) {
