@@ -226,10 +226,13 @@ func (c *Cluster) act(ctx context.Context, e *entry) error {
 		if w.Granted > 0 || c.health.Load() != healthUp {
 			return nil
 		}
-		// The round is the open the cluster agreed on; a breaker that opened
-		// alone (Redis away) leases under its own.
+		// The round is the open the cluster agreed on, which ended when this
+		// half-open period began (give or take a timer's lateness); a round
+		// further off is an earlier open's, and a breaker that opened alone
+		// (Redis away) leases under its own.
 		round, since := e.round, w.Since.UnixMilli()
-		if d := since - round; d > c.o.SyncInterval.Milliseconds() || d < -c.o.SyncInterval.Milliseconds() {
+		tol := max(e.b.Config().WaitDurationInOpenState.Milliseconds()/2, 1)
+		if d := since - round; d > tol || d < -tol {
 			round = since
 		}
 		limit := e.b.Config().PermittedNumberOfCallsInHalfOpenState
