@@ -21,6 +21,8 @@ type Breaker struct {
 	rec  resilience.Recorder
 	cur  atomic.Pointer[period] // the current state and its data
 	mu   sync.Mutex             // serialises transitions and window updates
+
+	coord atomic.Pointer[Coordination] // cluster mode (cluster.go); nil alone
 }
 
 // period is one stay in a state. A new period starts at every transition;
@@ -36,6 +38,13 @@ type period struct {
 
 	permits int    // HALF_OPEN: probes still to hand out (mu)
 	probes  counts // HALF_OPEN: probe results (mu)
+	// HALF_OPEN under a Coordination that leases probes: the probes granted
+	// so far (GrantProbes); the probes decide once this many have reported.
+	leased  bool
+	granted int
+
+	since time.Time // when the period began
+	until time.Time // OPEN: when it moves to HALF_OPEN
 
 	// frozen keeps the counts that tripped the breaker, so that its rates stay
 	// readable while it is open, as in Resilience4j.
@@ -332,7 +341,7 @@ func (b *Breaker) recordWindow(ctx context.Context, p *period, failed, slow bool
 	b.mu.Lock()
 	if b.cur.Load() == p {
 		n := p.win.record(failed, slow, now)
-		if p.state == StateClosed {
+		if p.state == StateClosed && !b.clusterDecides() {
 			if reason, over := b.exceeded(n, int64(b.config().MinimumNumberOfCalls)); over {
 				ev = b.transitionLocked(p, StateOpen, reason, 0)
 			}
@@ -351,7 +360,11 @@ func (b *Breaker) recordProbe(ctx context.Context, p *period, o resilience.Outco
 		p.permits++ // an ignored probe gives its place back
 	default:
 		p.probes.add(o == resilience.Failure, slow, 1)
-		if n := int64(b.config().PermittedNumberOfCallsInHalfOpenState); p.probes.calls >= n {
+		n := int64(b.config().PermittedNumberOfCallsInHalfOpenState)
+		if p.leased {
+			n = int64(p.granted)
+		}
+		if p.probes.calls >= n {
 			if reason, over := b.exceeded(p.probes, n); over {
 				ev = b.transitionLocked(p, StateOpen, reason, p.reopens+1)
 			} else {
@@ -382,10 +395,16 @@ func (b *Breaker) exceeded(n counts, min int64) (Reason, bool) {
 // transitionLocked replaces period from with a new period in state to and
 // returns the transition's event. Called with b.mu held.
 func (b *Breaker) transitionLocked(from *period, to State, reason Reason, reopens int) resilience.Event {
+	return b.transitionWaitLocked(from, to, reason, reopens, 0)
+}
+
+// transitionWaitLocked is transitionLocked with the open wait given (a
+// positive wait; 0 computes it from the configuration).
+func (b *Breaker) transitionWaitLocked(from *period, to State, reason Reason, reopens int, wait time.Duration) resilience.Event {
 	if from.timer != nil {
 		from.timer.Stop()
 	}
-	next := b.newPeriodLocked(to, reopens)
+	next := b.newPeriodWaitLocked(to, reopens, wait)
 	if to == StateOpen {
 		next.frozen, next.frozenMin = from.counts(b)
 	}
@@ -394,18 +413,28 @@ func (b *Breaker) transitionLocked(from *period, to State, reason Reason, reopen
 }
 
 func (b *Breaker) newPeriodLocked(s State, reopens int) *period {
-	p := &period{state: s, reopens: reopens}
+	return b.newPeriodWaitLocked(s, reopens, 0)
+}
+
+func (b *Breaker) newPeriodWaitLocked(s State, reopens int, wait time.Duration) *period {
 	c := b.config()
 	now := c.clock.Now()
+	p := &period{state: s, reopens: reopens, since: now}
 	switch s {
 	case StateClosed, StateMetricsOnly:
 		p.win = newWindow(c, now)
 	case StateOpen:
-		wait := b.openWait(reopens)
-		p.reject = &OpenError{Name: c.Name, State: s, Until: now.Add(wait)}
+		if wait <= 0 {
+			wait = b.openWait(reopens)
+		}
+		p.until = now.Add(wait)
+		p.reject = &OpenError{Name: c.Name, State: s, Until: p.until}
 		p.timer = c.clock.AfterFunc(wait, func() { b.expire(p, StateHalfOpen, ReasonWaitElapsed, p.reopens) })
 	case StateHalfOpen:
 		p.permits = c.PermittedNumberOfCallsInHalfOpenState
+		if co := b.coord.Load(); co != nil && co.LeaseProbes {
+			p.permits, p.leased = 0, true // handed out by GrantProbes
+		}
 		p.reject = &OpenError{Name: c.Name, State: s}
 		if c.MaxWaitDurationInHalfOpenState > 0 {
 			p.timer = c.clock.AfterFunc(c.MaxWaitDurationInHalfOpenState, func() { b.expire(p, StateOpen, ReasonHalfOpenTimeout, p.reopens+1) })
@@ -450,8 +479,15 @@ func (b *Breaker) openWait(reopens int) time.Duration {
 }
 
 func (b *Breaker) emit(ctx context.Context, ev resilience.Event) {
-	if ev.Type != 0 && b.rec != nil {
+	if ev.Type == 0 {
+		return
+	}
+	if b.rec != nil {
 		b.rec.Record(ctx, ev)
+	}
+	if co := b.coord.Load(); co != nil && co.OnTransition != nil && ev.Type == resilience.EventTransition && ev.Reason != ReasonManual {
+		// The breaker's own events carry its own labels.
+		co.OnTransition(b, ev.From.(State), ev.To.(State), ev.Reason.(Reason))
 	}
 }
 

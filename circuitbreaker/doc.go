@@ -59,5 +59,17 @@
 // allocates. Recording any other outcome, and every call through a TIME_BASED
 // window, takes the breaker's mutex. See docs/benchmarks.md.
 //
+// # Cluster mode
+//
+// Package cluster shares breakers' decisions between instances through
+// Redis, through a few hooks that are never on the call path:
+// [Breaker.Window] reads the state and window counts, [Breaker.Coordinate]
+// sets a [Coordination] (told of each transition the breaker makes itself;
+// half-open probes leased with [Breaker.GrantProbes]; opens decided on the
+// cluster's counts with [Breaker.Trip]), [Breaker.OpenRemote] opens with
+// another instance's remaining wait and [Breaker.CloseRemote] closes after
+// another instance's probes succeeded. A breaker without a Coordination
+// works alone, as it always has. See docs/cluster.md.
+//
 // A Breaker is safe for concurrent use.
 package circuitbreaker

@@ -6,8 +6,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/cluster"
 	"github.com/meshless/meshless/grpcmw/outlier"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
@@ -22,8 +25,12 @@ type Chain struct {
 	opts    options
 	monitor *outlier.Monitor    // the outlier balancer's, when outlierDetection is on
 	ejects  resilience.Recorder // the observer's recorder of the monitor's events
-	mu      sync.Mutex          // serialises Reload and the first call of a method
-	state   atomic.Pointer[state]
+	cluster *cluster.Cluster    // when the cluster section is on
+	// ownRedis is the client the chain dialled for cluster.redis; nil when
+	// the caller gave one (WithRedisClient).
+	ownRedis redis.UniversalClient
+	mu       sync.Mutex // serialises Reload and the first call of a method
+	state    atomic.Pointer[state]
 }
 
 // state is one configuration's resolved policies. Reload replaces it whole.
@@ -107,6 +114,12 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 			resilience.Release(c.ejects)
 			return nil, fmt.Errorf("grpcmw: outlierDetection: %w", err)
 		}
+	}
+	if err := c.startCluster(st.cfg); err != nil {
+		if c.monitor != nil {
+			c.monitor.Close()
+		}
+		return nil, err
 	}
 	return c, nil
 }
@@ -250,11 +263,17 @@ func (c *Chain) breaker(st *state, key string, cb *CircuitBreakerSection) *break
 				return e
 			}
 		}
+		if c.cluster != nil {
+			c.cluster.Remove(e.b)
+		}
 		e.b.Close() // replaced: its gauges go
 	}
 	b, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg), circuitbreaker.WithClock(c.opts.clock), circuitbreaker.WithObserver(c.opts.observer))
 	if err != nil {
 		return nil // cannot happen: the config was validated
+	}
+	if c.cluster != nil {
+		c.cluster.Add(b)
 	}
 	e := &breakerEntry{b: b, cfg: cfg}
 	st.breakers[key] = e
@@ -301,7 +320,9 @@ func pushbackOf(err error) (time.Duration, bool) {
 // thresholds at once (calls already running report to it too); a bulkhead
 // whose settings did not change is kept; retry throttling keeps its tokens
 // when its settings did not change. Policies of keys the new configuration no
-// longer uses stay in memory until the chain is dropped. An invalid cfg is
+// longer uses stay in memory until the chain is dropped. The cluster section
+// cannot change (an error: build a new chain); breakers kept stay in the
+// cluster, new ones join it, replaced ones leave it. An invalid cfg is
 // refused and the old one stays.
 func (c *Chain) Reload(cfg *Config) error {
 	c.mu.Lock()
@@ -314,17 +335,28 @@ func (c *Chain) Reload(cfg *Config) error {
 	if !c.opts.serverSide && !sameDialConfig(old.cfg, st.cfg) {
 		return fmt.Errorf("grpcmw: Reload: %w", errOutlierReload)
 	}
+	if !c.opts.serverSide && !sameCluster(old.cfg, st.cfg) {
+		return fmt.Errorf("grpcmw: Reload: %w", errClusterReload)
+	}
 	c.state.Store(st)
 	return nil
 }
 
-// Close releases what the chain holds beyond its calls: each breaker's
-// timer, and the observer gauges of its breakers and bulkheads, so that an
+// Close releases what the chain holds beyond its calls: its cluster (and the
+// Redis client it dialled for cluster.redis, not one given with
+// WithRedisClient), each breaker's timer, and the observer gauges of its
+// breakers and bulkheads, so that an
 // Observer shared with other chains stops reporting this one. Calls still in
 // flight finish; the chain must not be used after Close.
 func (c *Chain) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.cluster != nil {
+		c.cluster.Close() // first: it stops touching the breakers
+		if c.ownRedis != nil {
+			_ = c.ownRedis.Close()
+		}
+	}
 	st := c.state.Load()
 	for _, e := range st.breakers {
 		e.b.Close()

@@ -24,6 +24,9 @@ type Config struct {
 	OutlierDetection *OutlierDetectionSection `yaml:"outlierDetection,omitempty"`
 	// HealthCheck turns on gRPC's client-side health checking.
 	HealthCheck *HealthCheckSection `yaml:"healthCheck,omitempty"`
+	// Cluster shares breaker decisions with the client's other instances
+	// through Redis (docs/cluster.md).
+	Cluster *ClusterSection `yaml:"cluster,omitempty"`
 }
 
 // Service configures one gRPC service, by its full name

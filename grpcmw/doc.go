@@ -71,6 +71,15 @@
 // retry attempts carry grpc-previous-rpc-attempts; a timeout reaches the
 // caller as DEADLINE_EXCEEDED on every reading. See docs/retry.md.
 //
+// # Cluster mode
+//
+// With a cluster section (redis.addr or redis.url, namespace, syncInterval,
+// decideOn), the chain's breakers share their windows, opens and half-open
+// probes with the client's other instances through Redis, with nothing on
+// the call path (docs/cluster.md). [Chain.Cluster] returns the running
+// cluster, [WithRedisClient] gives it a go-redis client built in Go, and
+// [Chain.Close] stops it.
+//
 // # Streams
 //
 // See [Chain.StreamClientInterceptor]: a stream is admitted at creation, its

@@ -1,12 +1,17 @@
 package grpcmw
 
 import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/meshless/meshless/cluster"
 	"github.com/meshless/meshless/grpcmw/outlier"
 	"github.com/meshless/meshless/resilience"
 )
 
 type options struct {
 	observer        resilience.Observer
+	redis           redis.UniversalClient
+	clusterListener cluster.Listener
 	outlierListener outlier.Listener
 	clock           resilience.Clock
 	maxMethods      int
@@ -47,6 +52,21 @@ func WithClock(clk resilience.Clock) Option { return optionFunc(func(o *options)
 // twice. Default none.
 func WithOutlierListener(l outlier.Listener) Option {
 	return optionFunc(func(o *options) { o.outlierListener = l })
+}
+
+// WithRedisClient gives the cluster section a go-redis client built in Go
+// (any client: a server, Redis Cluster, Sentinel, or an in-process server
+// such as miniredis), used instead of cluster.redis. The client stays the
+// caller's: close it after the chain. Default none: the chain dials
+// cluster.redis itself, and closes that client in Close.
+func WithRedisClient(rdb redis.UniversalClient) Option {
+	return optionFunc(func(o *options) { o.redis = rdb })
+}
+
+// WithClusterListener hears the cluster's syncs and remote opens
+// (otelmw.NewClusterListener records them as metrics). Default none.
+func WithClusterListener(l cluster.Listener) Option {
+	return optionFunc(func(o *options) { o.clusterListener = l })
 }
 
 // WithMaxMethods bounds the methods the chain keeps policies for. A method

@@ -175,6 +175,7 @@ func (c *Config) validate(failed map[string][]string) error {
 		}
 	}
 	c.checkOutlier(add)
+	c.checkCluster(add)
 	if t := c.RetryThrottling; t != nil && len(failed["retryThrottling"]) == 0 {
 		if _, err := throttleOf(t); err != nil {
 			var oe *resilience.OptionError

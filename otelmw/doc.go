@@ -47,6 +47,9 @@
 // resilience.KindOutlier source (grpcmw's chain sends its balancer's
 // ejections and returns to its observer), or, for the balancer used
 // without grpcmw, by [NewOutlierListener] passed to outlier.WithListener.
+// Cluster mode's (meshless.cluster.syncs, meshless.cluster.connected,
+// meshless.cluster.remote_opens) are recorded by [NewClusterListener],
+// installed with grpcmw.WithClusterListener.
 //
 // # Cost
 //

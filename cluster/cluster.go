@@ -1,0 +1,334 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/resilience"
+)
+
+// Cluster shares the decisions of its breakers with the other instances
+// that use the same Redis and namespace. Nothing it does is on a call's
+// path: calls read their breaker alone, and the Cluster talks to Redis from
+// its own goroutines. It is safe for concurrent use.
+type Cluster struct {
+	rdb     redis.UniversalClient
+	o       options
+	ns      string
+	channel string
+
+	// The breakers' coordinations while Redis answers and while it does not.
+	up, down *circuitbreaker.Coordination
+
+	mu      sync.Mutex // entries and byName
+	entries map[*circuitbreaker.Breaker]*entry
+	byName  map[string][]*entry
+
+	syncMu sync.Mutex // serialises exchanges with Redis and the entries' sync fields
+	health atomic.Int32
+
+	notify    chan struct{} // a breaker changed state by itself
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	started   atomic.Bool
+	closeOnce sync.Once
+}
+
+// The values of Cluster.health.
+const (
+	healthUnknown int32 = iota // no sync yet
+	healthUp
+	healthDown
+)
+
+// entry is one breaker in the cluster.
+type entry struct {
+	b    *circuitbreaker.Breaker
+	name string
+	// pending is set by the breaker's OnTransition; the sync goroutine acts
+	// on the breaker's state then.
+	pending atomic.Bool
+	reason  atomic.Uint32 // the reason of its last own open
+	lastTo  atomic.Uint32 // the state of its last own change
+
+	// Under Cluster.syncMu:
+	round      int64 // untilMs of the open the breaker is in, as the cluster agreed it
+	leaseRound int64 // the round whose probes it has leased
+	lastClose  int64 // ms: windows that started before are stale
+	stale      []string
+}
+
+// New returns a Cluster that talks to Redis through rdb, which stays the
+// caller's to close (after the Cluster). Any go-redis client works: a
+// *redis.Client, a *redis.ClusterClient, a failover client, or a client of
+// an in-process server such as miniredis. Call [Cluster.Start] to run it
+// and [Cluster.Add] for each breaker. An invalid option is an error that
+// names it.
+func New(rdb redis.UniversalClient, opts ...Option) (*Cluster, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if rdb == nil {
+		return nil, fmt.Errorf("cluster: %w", &resilience.OptionError{Option: "redis", Value: nil, Problem: "needs a client"})
+	}
+	if o.logger == nil {
+		o.logger = slog.Default()
+	}
+	c := &Cluster{
+		rdb: rdb, o: o, ns: o.Namespace, channel: o.Namespace + ":events",
+		entries: map[*circuitbreaker.Breaker]*entry{}, byName: map[string][]*entry{},
+		notify: make(chan struct{}, 1), stop: make(chan struct{}),
+	}
+	c.up = &circuitbreaker.Coordination{OnTransition: c.onTransition, LeaseProbes: true, ClusterDecides: o.DecideOn == DecideCluster}
+	c.down = &circuitbreaker.Coordination{OnTransition: c.onTransition}
+	return c, nil
+}
+
+// Config returns the cluster's settings.
+func (c *Cluster) Config() Config { return c.o.Config }
+
+// InstanceID returns the name this instance writes under.
+func (c *Cluster) InstanceID() string { return c.o.instance }
+
+// Connected reports whether the last exchange with Redis succeeded.
+func (c *Cluster) Connected() bool { return c.health.Load() == healthUp }
+
+// Add makes b part of the cluster, under its name: instances share the
+// breakers of the same name. Adding a breaker twice changes nothing.
+func (c *Cluster) Add(b *circuitbreaker.Breaker) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[b]; ok {
+		return
+	}
+	e := &entry{b: b, name: b.Name()}
+	c.entries[b] = e
+	c.byName[e.name] = append(c.byName[e.name], e)
+	b.Coordinate(c.coordination())
+}
+
+// Remove takes b out of the cluster; it decides alone from then on.
+func (c *Cluster) Remove(b *circuitbreaker.Breaker) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[b]
+	if !ok {
+		return
+	}
+	delete(c.entries, b)
+	list := c.byName[e.name]
+	for i, x := range list {
+		if x == e {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(c.byName, e.name)
+	} else {
+		c.byName[e.name] = list
+	}
+	b.Coordinate(nil)
+}
+
+func (c *Cluster) coordination() *circuitbreaker.Coordination {
+	if c.health.Load() == healthUp {
+		return c.up
+	}
+	return c.down
+}
+
+func (c *Cluster) list() []*entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*entry, 0, len(c.entries))
+	for _, e := range c.entries {
+		out = append(out, e)
+	}
+	return out
+}
+
+func (c *Cluster) named(name string) []*entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*entry(nil), c.byName[name]...)
+}
+
+// onTransition is every breaker's OnTransition: it only flags the entry and
+// wakes the sync goroutine, so a caller whose call moved a breaker never
+// waits.
+func (c *Cluster) onTransition(b *circuitbreaker.Breaker, _, to circuitbreaker.State, reason circuitbreaker.Reason) {
+	c.mu.Lock()
+	e := c.entries[b]
+	c.mu.Unlock()
+	if e == nil {
+		return
+	}
+	if to == circuitbreaker.StateOpen {
+		e.reason.Store(uint32(reason))
+	}
+	e.lastTo.Store(uint32(to))
+	e.pending.Store(true)
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the cluster: a sync now and every sync interval, what the
+// breakers do at once, and the channel's messages. It returns at once.
+func (c *Cluster) Start() {
+	if !c.started.CompareAndSwap(false, true) {
+		return
+	}
+	c.wg.Add(2)
+	go c.loop()
+	go c.listen()
+}
+
+// Close stops the cluster and returns its breakers to deciding alone. It
+// does not close the Redis client.
+func (c *Cluster) Close() {
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		c.wg.Wait()
+		for _, e := range c.list() {
+			c.Remove(e.b)
+		}
+		if c.health.Swap(healthUnknown) == healthUp && c.o.listener != nil {
+			c.o.listener.Connected(false) // a closed cluster is not connected
+		}
+	})
+}
+
+func (c *Cluster) loop() {
+	defer c.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-c.stop
+		cancel()
+	}()
+	t := time.NewTicker(c.o.SyncInterval)
+	defer t.Stop()
+	_ = c.Sync(ctx)
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			_ = c.Sync(ctx)
+		case <-c.notify:
+			c.syncMu.Lock()
+			c.flush(ctx)
+			c.syncMu.Unlock()
+		}
+	}
+}
+
+// listen applies the channel's messages. go-redis reconnects the
+// subscription by itself when Redis comes back.
+func (c *Cluster) listen() {
+	defer c.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ps := c.rdb.Subscribe(ctx, c.channel)
+	defer ps.Close()
+	ch := ps.Channel()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			if msg, ok := decodeMessage(m.Payload); ok && msg.instance != c.o.instance {
+				c.apply(msg)
+			}
+		}
+	}
+}
+
+// apply acts on another instance's message.
+func (c *Cluster) apply(m message) {
+	c.syncMu.Lock()
+	defer c.syncMu.Unlock()
+	now := c.o.clock.Now().UnixMilli()
+	for _, e := range c.named(m.name) {
+		if m.open {
+			c.adopt(e, m.opening, now)
+			continue
+		}
+		if m.round >= e.round && e.b.CloseRemote() {
+			e.lastClose = max(e.lastClose, m.at)
+		}
+	}
+}
+
+// adopt opens e's breaker for the open o of another instance, if o is newer
+// than the open it agreed on: from CLOSED or HALF_OPEN, or re-timing an open
+// of its own that the cluster has not agreed on (the first open claimed
+// wins, so that every instance probes at once). Called with syncMu held.
+func (c *Cluster) adopt(e *entry, o opening, now int64) {
+	if o.until <= now || o.until <= e.round {
+		return
+	}
+	e.round = o.until
+	if w := e.b.Window(); w.State == circuitbreaker.StateOpen && w.Until.UnixMilli() == o.until {
+		return
+	}
+	if e.b.OpenRemote(time.Duration(o.until-now)*time.Millisecond, o.reopens, o.reason) && c.o.listener != nil {
+		c.o.listener.RemoteOpen(e.name)
+	}
+}
+
+// setHealth records the outcome of an exchange with Redis: the
+// coordination of every breaker follows it, and a change is logged once.
+func (c *Cluster) setHealth(err error) {
+	if l := c.o.listener; l != nil {
+		l.Synced(err == nil)
+	}
+	c.switchHealth(err)
+}
+
+// fallBack switches to local decisions at once, while an exchange is still
+// waiting for Redis; the exchange is counted when it ends.
+func (c *Cluster) fallBack(err error) { c.switchHealth(err) }
+
+func (c *Cluster) switchHealth(err error) {
+	next := healthUp
+	if err != nil {
+		next = healthDown
+	}
+	prev := c.health.Swap(next)
+	if prev == next {
+		return
+	}
+	switch {
+	case next == healthDown:
+		c.o.logger.Warn("meshless cluster: Redis does not answer; every breaker decides locally until it does", "namespace", c.ns, "error", err)
+	case prev == healthDown:
+		c.o.logger.Info("meshless cluster: Redis answers again; breakers share their decisions", "namespace", c.ns)
+	}
+	if l := c.o.listener; l != nil && (next == healthUp || prev == healthUp) {
+		l.Connected(next == healthUp)
+	}
+	co := c.coordination()
+	for _, e := range c.list() {
+		e.b.Coordinate(co)
+	}
+}

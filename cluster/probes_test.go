@@ -1,0 +1,147 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/meshless/meshless/circuitbreaker"
+)
+
+// openAll opens a, spreads the open to the others by one sync each, and
+// waits out the open state: every pod is half-open.
+func openAll(t *testing.T, w *world, pods ...*pod) {
+	t.Helper()
+	pods[0].calls(6, fail)
+	for _, p := range pods {
+		p.sync()
+	}
+	w.clk.Advance(openWait)
+	for _, p := range pods {
+		p.wantState(circuitbreaker.StateHalfOpen)
+	}
+}
+
+// probes acquires up to n probe permits on each pod and returns them.
+func probes(n int, pods ...*pod) map[*pod][]circuitbreaker.Permit {
+	out := map[*pod][]circuitbreaker.Permit{}
+	for _, p := range pods {
+		for range n {
+			if pm, err := p.b.Acquire(context.Background()); err == nil {
+				out[p] = append(out[p], pm)
+			} else if !errors.Is(err, circuitbreaker.ErrOpen) {
+				panic(err)
+			}
+		}
+	}
+	return out
+}
+
+func count(m map[*pod][]circuitbreaker.Permit) int {
+	n := 0
+	for _, l := range m {
+		n += len(l)
+	}
+	return n
+}
+
+func TestHalfOpenProbesAreLimitedClusterWide(t *testing.T) {
+	w := newWorld(t)
+	a, b, c := w.pod("a", false), w.pod("b", false), w.pod("c", false)
+	openAll(t, w, a, b, c)
+	// No pod probes before it holds a lease.
+	if n := count(probes(5, a, b, c)); n != 0 {
+		t.Fatalf("%d probes ran before any lease", n)
+	}
+	for _, p := range []*pod{a, b, c} {
+		p.sync()
+	}
+	held := probes(5, a, b, c)
+	if n := count(held); n != 2 {
+		t.Fatalf("%d probes ran across the cluster, want permittedNumberOfCallsInHalfOpenState = 2", n)
+	}
+	// More syncs lease nothing more while the probes are out.
+	for _, p := range []*pod{a, b, c} {
+		p.sync()
+	}
+	if n := count(probes(5, a, b, c)); n != 0 {
+		t.Fatalf("%d more probes ran while 2 were out", n)
+	}
+	// The holder's probes succeed: it closes, and so does everyone.
+	var holder *pod
+	for p, pms := range held {
+		holder = p
+		for _, pm := range pms {
+			pm.Record(ok)
+		}
+	}
+	holder.wantState(circuitbreaker.StateClosed)
+	for _, p := range []*pod{a, b, c} {
+		p.sync()
+	}
+	for _, p := range []*pod{a, b, c} {
+		p.wantState(circuitbreaker.StateClosed)
+	}
+}
+
+func TestFailedProbesReopenEverywhere(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.pod("a", false), w.pod("b", false)
+	openAll(t, w, a, b)
+	a.sync()
+	b.sync()
+	held := probes(2, a, b)
+	if len(held[a]) != 2 {
+		t.Fatalf("a holds %d probes, want 2 (it leased first)", len(held[a]))
+	}
+	for _, pm := range held[a] {
+		pm.Record(fail)
+	}
+	a.wantState(circuitbreaker.StateOpen)
+	a.sync()
+	b.sync()
+	b.wantState(circuitbreaker.StateOpen)
+	wa, wb := a.b.Window(), b.b.Window()
+	if !wa.Until.Equal(wb.Until) || wa.Reopens != 1 || wb.Reopens != 1 {
+		t.Fatalf("a %+v, b %+v: want the same re-open", wa, wb)
+	}
+	if got := wa.Until.Sub(w.clk.Now()); got != 2*openWait {
+		t.Fatalf("re-open wait %v, want %v (doubled)", got, 2*openWait)
+	}
+}
+
+func TestAPodThatMissedTheCloseLearnsItWhenItLeases(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.pod("a", false), w.pod("b", false)
+	openAll(t, w, a, b)
+	a.sync()
+	for _, pm := range probes(2, a)[a] {
+		pm.Record(ok)
+	}
+	a.sync() // publishes the close; b listens to no channel (not started)
+	b.wantState(circuitbreaker.StateHalfOpen)
+	b.sync()
+	b.wantState(circuitbreaker.StateClosed)
+}
+
+func TestTwoOpensAtOnceAgreeOnTheFirst(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.pod("a", false), w.pod("b", false)
+	a.calls(6, fail)
+	w.clk.Advance(time.Second)
+	b.calls(6, fail) // b opens on its own, a second later, before any sync
+	a.sync()         // a's open is claimed first
+	b.sync()         // b finds it in force and takes its end
+	if wa, wb := a.b.Window(), b.b.Window(); !wa.Until.Equal(wb.Until) {
+		t.Fatalf("a opens until %v, b until %v: want the first claim's end", wa.Until, wb.Until)
+	}
+	w.clk.Advance(openWait - time.Second)
+	a.wantState(circuitbreaker.StateHalfOpen)
+	b.wantState(circuitbreaker.StateHalfOpen)
+	a.sync()
+	b.sync()
+	if n := count(probes(5, a, b)); n != 2 {
+		t.Fatalf("%d probes across the two pods, want 2", n)
+	}
+}

@@ -1,0 +1,331 @@
+package grpcmw_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/redistest"
+	"github.com/meshless/meshless/resilience/resiliencetest"
+)
+
+const clusterKey = "grpc.testing.TestService"
+
+// clusterYAML is the one file the three pods are built from; %ADDR% is the
+// test's redis-server.
+const clusterYAML = `
+defaults:
+  circuitBreaker:
+    slidingWindowSize: 10
+    minimumNumberOfCalls: 6
+    waitDurationInOpenState: 30s
+    permittedNumberOfCallsInHalfOpenState: 2
+  retry: { enabled: false }
+  timeout: { enabled: false }
+cluster:
+  redis: { addr: "%ADDR%" }
+  namespace: three-pods
+  syncInterval: 1h   # the tests sync by hand (Cluster().Sync), or rely on the channel
+  decideOn: either
+`
+
+// backend is a loopback gRPC server whose answer the test sets, shared by
+// the pods.
+type backend struct {
+	addr  string
+	calls *atomic.Int32
+	f     *faultServer
+}
+
+func newBackend(t *testing.T) *backend {
+	f := new(faultServer)
+	addr, _ := serve(t, f)
+	return &backend{addr: addr, calls: &f.calls, f: f}
+}
+
+func (b *backend) answer(code codes.Code) {
+	b.f.setUnary(func(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+		if code == codes.OK {
+			return &testgrpc.SimpleResponse{}, nil
+		}
+		return nil, status.Error(code, "backend says so")
+	})
+}
+
+// clusterPod is one instance of the client: its chain from the shared YAML,
+// its own gRPC connection.
+type clusterPod struct {
+	name   string
+	chain  *grpcmw.Chain
+	client testgrpc.TestServiceClient
+}
+
+func threePods(t *testing.T, yaml string, be *backend, opts ...grpcmw.Option) []*clusterPod {
+	t.Helper()
+	cfg, err := grpcmw.ParseConfig([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []*clusterPod
+	for _, name := range []string{"A", "B", "C"} {
+		chain, err := grpcmw.New(cfg, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(chain.Close)
+		conn, err := grpc.NewClient(be.addr, append(chain.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		pods = append(pods, &clusterPod{name: name, chain: chain, client: testgrpc.NewTestServiceClient(conn)})
+	}
+	return pods
+}
+
+func (p *clusterPod) call(ctx context.Context) error {
+	_, err := p.client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+	return err
+}
+
+// calls makes n calls and wants each to end with code want.
+func (p *clusterPod) calls(t *testing.T, n int, want codes.Code) {
+	t.Helper()
+	for range n {
+		if err := p.call(t.Context()); status.Code(err) != want {
+			t.Fatalf("pod %s: call returned %v, want %v", p.name, err, want)
+		}
+	}
+}
+
+func (p *clusterPod) sync(t *testing.T) {
+	t.Helper()
+	if err := p.chain.Cluster().Sync(t.Context()); err != nil {
+		t.Fatalf("pod %s: Sync: %v", p.name, err)
+	}
+}
+
+func (p *clusterPod) state() circuitbreaker.State {
+	b, ok := p.chain.Breaker(clusterKey)
+	if !ok {
+		return 255
+	}
+	return b.State()
+}
+
+// wantRejected wants the pod's next call rejected with CIRCUIT_OPEN,
+// without reaching the backend.
+func (p *clusterPod) wantRejected(t *testing.T, be *backend) {
+	t.Helper()
+	before := be.calls.Load()
+	err := p.call(t.Context())
+	if grpcmw.RejectionReason(err) != grpcmw.ReasonCircuitOpen {
+		t.Fatalf("pod %s: call returned %v, want CIRCUIT_OPEN", p.name, err)
+	}
+	if n := be.calls.Load() - before; n != 0 {
+		t.Fatalf("pod %s: the rejected call reached the backend (%d calls)", p.name, n)
+	}
+}
+
+func yamlFor(srv *redistest.Server) string {
+	return strings.ReplaceAll(clusterYAML, "%ADDR%", srv.Addr())
+}
+
+// remoteOpens counts what a cluster listener hears.
+type remoteOpens struct {
+	syncs, opens atomic.Int32
+}
+
+func (r *remoteOpens) Synced(bool)       { r.syncs.Add(1) }
+func (r *remoteOpens) Connected(bool)    {}
+func (r *remoteOpens) RemoteOpen(string) { r.opens.Add(1) }
+
+func TestClusterPodAOpensAndBAndCRejectWithinOneSync(t *testing.T) {
+	srv, be := redistest.Start(t), newBackend(t)
+	heard := new(remoteOpens)
+	pods := threePods(t, yamlFor(srv), be, grpcmw.WithClusterListener(heard))
+	a, b, c := pods[0], pods[1], pods[2]
+	be.answer(codes.OK)
+	b.calls(t, 1, codes.OK) // B and C have called before; they see no failure
+	c.calls(t, 1, codes.OK)
+	be.answer(codes.Unavailable)
+	a.calls(t, 6, codes.Unavailable)
+	if a.state() != circuitbreaker.StateOpen || b.state() != circuitbreaker.StateClosed {
+		t.Fatalf("A %v, B %v: want A open on its own, B closed", a.state(), b.state())
+	}
+	a.sync(t) // A's sync publishes the open (the channel may be quicker)
+	b.sync(t)
+	c.sync(t)
+	b.wantRejected(t, be)
+	c.wantRejected(t, be)
+	if n := heard.opens.Load(); n != 2 {
+		t.Errorf("the listener (WithClusterListener) heard %d remote opens, want 2 (B and C)", n)
+	}
+}
+
+func TestClusterOpensWhatNoPodCouldDecideAlone(t *testing.T) {
+	srv, be := redistest.Start(t), newBackend(t)
+	pods := threePods(t, yamlFor(srv), be)
+	be.answer(codes.Unavailable)
+	for _, p := range pods {
+		p.calls(t, 3, codes.Unavailable) // 3 < minimumNumberOfCalls (6): no pod decides
+		if p.state() != circuitbreaker.StateClosed {
+			t.Fatalf("pod %s opened on 3 calls", p.name)
+		}
+	}
+	for range 2 { // publish, then decide and spread
+		for _, p := range pods {
+			p.sync(t)
+		}
+	}
+	for _, p := range pods {
+		p.wantRejected(t, be)
+	}
+}
+
+func TestClusterHalfOpenProbesAreLimitedAcrossPods(t *testing.T) {
+	srv, be := redistest.Start(t), newBackend(t)
+	clk := resiliencetest.NewClock(time.Now())
+	pods := threePods(t, yamlFor(srv), be, grpcmw.WithClock(clk))
+	be.answer(codes.Unavailable)
+	for _, p := range pods {
+		p.calls(t, 1, codes.Unavailable) // every pod has its breaker
+	}
+	pods[0].calls(t, 5, codes.Unavailable)
+	for _, p := range pods {
+		p.sync(t)
+	}
+	clk.Advance(30 * time.Second) // every pod half-open
+	for _, p := range pods {
+		if p.state() != circuitbreaker.StateHalfOpen {
+			t.Fatalf("pod %s is %v, want HALF_OPEN", p.name, p.state())
+		}
+		p.sync(t) // lease probes
+	}
+	// The backend holds every call it gets; 3 pods try 3 calls each.
+	release := make(chan struct{})
+	var held atomic.Int32
+	be.f.setUnary(func(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+		held.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &testgrpc.SimpleResponse{}, nil
+	})
+	var wg sync.WaitGroup
+	var rejected, succeeded, other atomic.Int32
+	for _, p := range pods {
+		for range 3 {
+			wg.Go(func() {
+				err := p.call(context.Background())
+				switch {
+				case err == nil:
+					succeeded.Add(1)
+				case grpcmw.RejectionReason(err) == grpcmw.ReasonCircuitOpen:
+					rejected.Add(1)
+				default:
+					other.Add(1)
+				}
+			})
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for (rejected.Load() < 7 || held.Load() < 2) && time.Now().Before(deadline) { // rejections return at once; probes reach the backend and wait
+		time.Sleep(time.Millisecond) // polling a count, bounded by the deadline
+	}
+	if n := held.Load(); n != 2 || rejected.Load() != 7 {
+		t.Errorf("the backend holds %d probes, %d calls rejected; want 2 (permittedNumberOfCallsInHalfOpenState) and 7", n, rejected.Load())
+	}
+	close(release)
+	wg.Wait()
+	if succeeded.Load() != 2 || other.Load() != 0 || held.Load() != 2 {
+		t.Fatalf("%d probes succeeded, %d reached the backend, %d other errors; want 2, 2, 0", succeeded.Load(), held.Load(), other.Load())
+	}
+	for _, p := range pods {
+		p.sync(t) // the holder publishes the close; the others learn it
+	}
+	for _, p := range pods {
+		if p.state() != circuitbreaker.StateClosed {
+			t.Errorf("pod %s is %v after the probes succeeded, want CLOSED", p.name, p.state())
+		}
+	}
+}
+
+func TestClusterRedisKilledAndRestarted(t *testing.T) {
+	srv, be := redistest.Start(t), newBackend(t)
+	yaml := strings.Replace(yamlFor(srv), "syncInterval: 1h", "syncInterval: 50ms", 1)
+	pods := threePods(t, yaml, be)
+	a, b := pods[0], pods[1]
+	be.answer(codes.OK)
+	for _, p := range pods {
+		p.calls(t, 1, codes.OK)
+	}
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 10s: %s", what)
+			}
+			time.Sleep(5 * time.Millisecond) // polling a condition, bounded by the deadline
+		}
+	}
+	eventually("connected", func() bool { return a.chain.Cluster().Connected() && b.chain.Cluster().Connected() })
+
+	// Callers keep calling throughout; none may see anything but the
+	// backend's answers and the breaker's own rejections.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var bad atomic.Value
+	for _, p := range pods[2:] {
+		wg.Go(func() {
+			tick := time.NewTicker(time.Millisecond) // a steady load, not a spin
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				err := p.call(context.Background())
+				code := status.Code(err)
+				if code != codes.OK && code != codes.Unavailable && grpcmw.RejectionReason(err) != grpcmw.ReasonCircuitOpen {
+					bad.Store(err)
+				}
+			}
+		})
+	}
+	srv.Kill()
+	eventually("disconnected", func() bool { return !a.chain.Cluster().Connected() })
+	be.answer(codes.Unavailable)
+	a.calls(t, 6, codes.Unavailable) // A decides alone
+	if a.state() != circuitbreaker.StateOpen {
+		t.Fatalf("A is %v, want OPEN by its own window", a.state())
+	}
+	if err := b.chain.Cluster().Sync(t.Context()); err == nil {
+		t.Fatal("B synced with Redis killed")
+	}
+	if b.state() != circuitbreaker.StateClosed {
+		t.Fatalf("B is %v with Redis away, want CLOSED (local decisions)", b.state())
+	}
+	srv.Restart()
+	// Sharing resumes by itself: A's pending open is claimed and published.
+	eventually("B opens after Redis returns", func() bool { return b.state() == circuitbreaker.StateOpen })
+	close(stop)
+	wg.Wait()
+	if err, _ := bad.Load().(error); err != nil {
+		t.Fatalf("a caller saw %v", err)
+	}
+}
