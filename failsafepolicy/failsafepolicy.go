@@ -1,7 +1,3 @@
-// Package failsafepolicy lets failsafe-go's policies (a hedge, a fallback,
-// a rate limiter, a cache, ...) join a [resilience.Chain]. It is a package of
-// its own so that programs that do not use it do not compile failsafe-go's
-// other policies.
 package failsafepolicy
 
 import (
