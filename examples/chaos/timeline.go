@@ -57,9 +57,10 @@ const (
 	markClosed   = "breaker closes"
 	markEjected  = "pod ejected"
 	markReturned = "pod returned"
+	markRemote   = "breaker opens by another pod's open (cluster)"
 )
 
-var markKinds = []string{markOpen, markHalfOpen, markClosed, markEjected, markReturned}
+var markKinds = []string{markOpen, markHalfOpen, markClosed, markEjected, markReturned, markRemote}
 
 func newTimeline(origin time.Time) *timeline {
 	return &timeline{origin: origin, byName: map[string]*series{}}
@@ -188,6 +189,7 @@ var (
 		markClosed:   color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 		markEjected:  color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 		markReturned: color.RGBA{R: 0x8c, G: 0x8c, B: 0x8c, A: 0xff},
+		markRemote:   color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
 	}
 	shades = []color.Color{color.RGBA{R: 0xee, G: 0xee, B: 0xee, A: 0xff}, color.RGBA{R: 0xf8, G: 0xf8, B: 0xf8, A: 0xff}}
 )

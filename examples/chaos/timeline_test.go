@@ -15,10 +15,10 @@ import (
 	"gonum.org/v1/plot/plotter"
 )
 
-// Both scenarios, one after the other, draw one timeline: an SVG that
-// parses as XML, with both clients' series, the phases of both scenarios
-// and the marks of the breaker and of the ejections.
-func TestTimelineOfBothScenarios(t *testing.T) {
+// The three scenarios, one after the other, draw one timeline: an SVG that
+// parses as XML, with both clients' series, the phases of every scenario
+// and the marks of the breaker, of the ejections and of the remote opens.
+func TestTimelineOfEveryScenario(t *testing.T) {
 	cfg := shortConfig(t)
 	for i := range cfg.Schedule {
 		cfg.Schedule[i].Duration = 500 * time.Millisecond
@@ -28,13 +28,15 @@ func TestTimelineOfBothScenarios(t *testing.T) {
 	pods.Phases[podsHealthy].Duration = 500 * time.Millisecond
 	pods.Phases[podsFailing].Duration = time.Second
 	pods.Phases[podsSlow].Duration = 500 * time.Millisecond
+	cl := shortClusterConfig(t)
+	cl.Run = 3 * time.Second
 	path := filepath.Join(t.TempDir(), "timeline.svg")
 	var res results
 	synctest.Test(t, func(t *testing.T) {
 		cfg.Listen = listenBufconn
 		pods.Net = new(bufconnPods)
 		var err error
-		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "all", SVG: path, Pods: pods}, io.Discard)
+		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "all", SVG: path, Pods: pods, Cluster: cl}, io.Discard)
 		if err != nil {
 			t.Fatalf("runScenarios: %v", err)
 		}
@@ -42,8 +44,8 @@ func TestTimelineOfBothScenarios(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if res.Backend == nil || res.Pods == nil || res.SVG != path {
-		t.Fatalf("results %+v: want both scenarios and the SVG at %s", res, path)
+	if res.Backend == nil || res.Pods == nil || res.Cluster == nil || res.SVG != path {
+		t.Fatalf("results %+v: want the three scenarios and the SVG at %s", res, path)
 	}
 
 	// Per second of the run (4.5s of phases), each client has a point with
@@ -98,8 +100,8 @@ func TestTimelineOfBothScenarios(t *testing.T) {
 	}
 	for _, want := range []string{
 		"bare success", "meshless success", "bare p99", "meshless p99", // the series, in the legends
-		"breaker opens", "pod ejected", // the marks
-		"backend: healthy", "hanging", "pods: healthy", "one-failing", "one-slow", // the phases
+		"breaker opens", "pod ejected", markRemote, // the marks
+		"backend: healthy", "hanging", "pods: healthy", "one-failing", "one-slow", "cluster: alone", "cluster", // the phases
 		"seconds since the start of the run",
 	} {
 		if !slices.Contains(texts, want) {
