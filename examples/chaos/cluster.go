@@ -186,6 +186,8 @@ type clusterPod struct {
 	chain *grpcmw.Chain
 	conn  *grpc.ClientConn
 	stub  testgrpc.TestServiceClient
+	// timeline counts the calls that reached the dependency; nil: none
+	timeline *timeline
 	// outcomes counts the pod's calls by outcome; rejectedAfter counts its
 	// CIRCUIT_OPEN rejections and firstRejected dates the first.
 	outcomes      [nOutcomes]atomic.Int64
@@ -196,6 +198,7 @@ func podName(i int) string { return string(rune('A' + i)) }
 
 func (p *clusterPod) call(ctx context.Context, start time.Time, run int) {
 	ctx = metadata.AppendToOutgoingContext(ctx, mdClient, strconv.Itoa(p.index), mdPhase, strconv.Itoa(run))
+	t0 := time.Now()
 	_, err := p.stub.UnaryCall(ctx, &testgrpc.SimpleRequest{})
 	switch {
 	case err == nil:
@@ -205,6 +208,7 @@ func (p *clusterPod) call(ctx context.Context, start time.Time, run int) {
 		p.firstRejected.CompareAndSwap(0, int64(time.Since(start))+1)
 	case status.Code(err) == codes.Unavailable:
 		p.outcomes[outReached].Add(1)
+		p.timeline.count(clusterRuns[run], t0)
 	default:
 		p.outcomes[outOther].Add(1)
 	}
@@ -388,7 +392,7 @@ func playRun(ctx context.Context, cfg clusterConfig, run int, rdb redis.Universa
 			chain.Close()
 			return clusterResult{}, err
 		}
-		pods = append(pods, &clusterPod{name: podName(i), index: i, rate: rate, chain: chain, conn: conn, stub: testgrpc.NewTestServiceClient(conn)})
+		pods = append(pods, &clusterPod{name: podName(i), index: i, rate: rate, chain: chain, conn: conn, stub: testgrpc.NewTestServiceClient(conn), timeline: cfg.Timeline})
 	}
 
 	start := time.Now()

@@ -68,6 +68,18 @@ func TestTimelineOfEveryScenario(t *testing.T) {
 		t.Errorf("bare's success never went under 50%%: %v", succ)
 	}
 
+	// The third plot counts, per second, the requests that reached the
+	// cluster scenario's dead dependency in each run: all of them.
+	for i, r := range res.Cluster.Runs {
+		n := 0
+		for _, p := range res.Timeline.countPoints(r.Name) {
+			n += int(p.Y)
+		}
+		if n != r.Reached() || n == 0 {
+			t.Errorf("cluster run %d (%s): the timeline counts %d requests to the dead dependency, the run %d", i, r.Name, n, r.Reached())
+		}
+	}
+
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +115,7 @@ func TestTimelineOfEveryScenario(t *testing.T) {
 		"breaker opens", "pod ejected", markRemote, // the marks
 		"backend: healthy", "hanging", "pods: healthy", "one-failing", "one-slow", "cluster: alone", "cluster", // the phases
 		"seconds since the start of the run",
+		"cluster scenario, alone: requests that reached it", "cluster scenario, cluster: requests that reached it",
 	} {
 		if !slices.Contains(texts, want) {
 			t.Errorf("the SVG has no text %q; it has %q", want, texts)
