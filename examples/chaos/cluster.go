@@ -157,7 +157,7 @@ func (c clusterConfig) openRedis(ctx context.Context) (*clusterRedis, error) {
 	defer cancel()
 	if err := r.rdb.Ping(pctx).Err(); err != nil {
 		r.close()
-		return nil, fmt.Errorf("cluster scenario: Redis does not answer (%s): %w", r.about, err)
+		return nil, fmt.Errorf("cluster scenario: no answer from %s: %w", r.about, err)
 	}
 	return r, nil
 }
@@ -188,8 +188,8 @@ type clusterPod struct {
 	stub  testgrpc.TestServiceClient
 	// timeline counts the calls that reached the dependency; nil: none
 	timeline *timeline
-	// outcomes counts the pod's calls by outcome; rejectedAfter counts its
-	// CIRCUIT_OPEN rejections and firstRejected dates the first.
+	// outcomes counts the pod's calls by outcome; firstRejected dates its
+	// first CIRCUIT_OPEN rejection.
 	outcomes      [nOutcomes]atomic.Int64
 	firstRejected atomic.Int64 // ns since the run's start, +1; 0: none yet
 }
@@ -336,6 +336,9 @@ func runCluster(ctx context.Context, cfg clusterConfig, w io.Writer) (clusterSum
 		if err != nil {
 			return sum, err
 		}
+		if ctx.Err() != nil && r.Pods == nil {
+			break // interrupted before its calls began
+		}
 		sum.Runs = append(sum.Runs, r)
 	}
 	sum.Interrupted = ctx.Err() != nil
@@ -373,8 +376,8 @@ func playRun(ctx context.Context, cfg clusterConfig, run int, rdb redis.Universa
 	stagger := cfg.syncInterval() / time.Duration(len(cfg.Rates))
 	for i, rate := range cfg.Rates {
 		if i > 0 && run == modeCluster {
-			if err := sleep(ctx, stagger); err != nil {
-				return clusterResult{}, nil
+			if sleep(ctx, stagger) != nil {
+				return clusterResult{}, nil // interrupted: no run
 			}
 		}
 		opts := []grpcmw.Option{grpcmw.WithObserver(resilience.Observers(cfg.Observer, ev.opensOf(i)))}
