@@ -112,3 +112,26 @@ func TestRedisSlowMeansLocalDecisions(t *testing.T) {
 		t.Fatal("the open decided while Redis was slow was not published once it answered")
 	}
 }
+
+// A sync cut short by its caller's context (or by Close, whose loop may
+// start one as it stops) says nothing about Redis: it is neither counted
+// as a failed sync nor logged, and the cluster stays connected.
+func TestASyncCutShortIsNotRedisFailing(t *testing.T) {
+	w := newWorld(t)
+	a := w.pod("a", false)
+	a.sync()
+	a.calls(6, fail) // an open to claim: the flush has work too
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := a.c.Sync(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sync with a cancelled context returned %v, want context.Canceled", err)
+	}
+	if n, warn := a.l.failed.Load(), a.l.warnings.Load(); n != 0 || warn != 0 || !a.c.Connected() || !a.l.connected.Load() {
+		t.Errorf("after a cancelled sync: %d failed syncs, %d warnings, connected %v (listener %v); want 0, 0, still connected",
+			n, warn, a.c.Connected(), a.l.connected.Load())
+	}
+	a.sync() // the open still pending is claimed now
+	b := w.pod("b", false)
+	b.sync()
+	b.wantState(circuitbreaker.StateOpen)
+}

@@ -30,6 +30,12 @@ func (c *Cluster) Sync(ctx context.Context) error {
 		return err
 	}
 	err := c.guard(func() error { return c.exchange(ctx) })
+	if err != nil && ctx.Err() != nil {
+		// Cut short by the caller, or by Close (whose loop may start a sync
+		// as it stops): says nothing about Redis, so neither counted nor
+		// logged.
+		return err
+	}
 	c.setHealth(err)
 	if err != nil {
 		return err
@@ -187,7 +193,9 @@ func (c *Cluster) flush(ctx context.Context) error {
 		}
 		if err := c.guard(func() error { return c.act(ctx, e) }); err != nil {
 			e.pending.Store(true)
-			c.setHealth(err)
+			if ctx.Err() == nil { // else cut short, not Redis's failure (see Sync)
+				c.setHealth(err)
+			}
 			return err
 		}
 	}

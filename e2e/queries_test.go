@@ -45,19 +45,6 @@ var catalogue = []string{
 	"meshless_cluster_remote_opens_total",
 }
 
-// needsClusterMode reports whether q queries cluster mode's metrics, which
-// examples/chaos does not record yet (it runs no cluster): such a query is
-// checked against the catalogue and by promtool, but not for data, until
-// the demo runs its pods in cluster mode.
-func needsClusterMode(q query) bool {
-	for _, n := range metricNames(q.Expr) {
-		if strings.HasPrefix(n, "meshless_cluster_") {
-			return true
-		}
-	}
-	return false
-}
-
 // query is one PromQL expression and where it was found.
 type query struct {
 	From string // "panel …", "variable …", "rule …"

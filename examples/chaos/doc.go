@@ -1,7 +1,7 @@
 // Command chaos shows what meshless does for a gRPC client whose backend
 // goes bad. It runs scenarios (-scenario, all of them by default, in this
-// order): backend, described first below, and pods, described after it;
-// docs/demo.md reads their results.
+// order): backend, described first below, pods and cluster, described
+// after it; docs/demo.md reads their results.
 //
 // In the backend scenario, two clients call their own gRPC backend (an in-process grpc.testing
 // TestService over loopback TCP) at the same rate, side by side, each call in
@@ -38,17 +38,27 @@
 // from each client, the bad pod's share, success and p99, also for the
 // calls started once meshless had ejected the bad pod.
 //
+// In the cluster scenario, three meshless client pods (three grpcmw chains
+// from cluster.yaml, each with its own connection) call one dead dependency
+// at 3, 1 and 1 calls a second, for 5s alone (no cluster section), then 5s
+// in cluster mode through an embedded miniredis on loopback TCP (-redis ADDR
+// for a real Redis). The summary prints the requests that reached the dead
+// dependency from each pod in each run, the calls rejected at once, and when
+// each pod's breaker opened, by itself or by another pod's open.
+//
 // At the end the program draws the run as a timeline, an SVG written to
 // the system's temporary directory (-svg moves it, -svg "" turns it off):
 // per second, each client's success rate and p99, the phases shaded, the
-// breaker's transitions and the ejections marked.
+// breaker's transitions, the ejections and the cluster's opens marked.
 //
-// The meshless client's metrics (package otelmw, through the OpenTelemetry
-// Prometheus exporter) are served on http://127.0.0.1:9464/metrics while the
+// The meshless clients' metrics (package otelmw, through the OpenTelemetry
+// Prometheus exporter; the cluster pods' syncs and remote opens through an
+// otelmw.ClusterListener) are served on http://127.0.0.1:9464/metrics while the
 // program runs; docs/operations.md shows them in Grafana.
 //
-//	go run ./examples/chaos                  # about 30 seconds
+//	go run ./examples/chaos                  # about 45 seconds
 //	go run ./examples/chaos -scenario pods   # one scenario
+//	go run ./examples/chaos -scenario cluster -redis 127.0.0.1:6379
 //	go run ./examples/chaos -phase 1s        # every phase 1s long
 //	go run ./examples/chaos -serve           # keep serving /metrics after the run, until Ctrl-C
 //	go run ./examples/chaos -metrics ""      # no metrics endpoint

@@ -142,13 +142,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
+	cl, err := defaultClusterConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), "usage: go run ./examples/chaos [flags]\n\n"+
 			"Two gRPC clients make the same calls, one with a deadline alone, one through meshless, in each scenario:\n"+
 			"  backend: each calls its own backend, which gets overloaded, fails, hangs, then recovers (client.yaml);\n"+
-			"  pods:    both call four pods through round_robin; one fails, then another is slow (pods.yaml).\n"+
+			"  pods:    both call four pods through round_robin; one fails, then another is slow (pods.yaml);\n"+
+			"  cluster: three meshless client pods call a dead dependency, alone then in cluster mode (cluster.yaml).\n"+
 			"The phase flags without \"pods-\" and the backend's flags (-fail-every, -load, -queue, -shed, -timeout,\n"+
-			"-work, -workers) set the backend scenario; -rate, -phase and -quiet set every scenario. Flags:\n\n")
+			"-work, -workers) set the backend scenario; -rate sets the backend and pods scenarios (the cluster scenario's\n"+
+			"pods call at 3, 1 and 1 calls a second); -phase and -quiet set every scenario. Flags:\n\n")
 		flag.PrintDefaults()
 	}
 	var names []string
@@ -157,7 +164,7 @@ func main() {
 		flag.DurationVar(&p.Duration, p.Name, p.Duration, "length of the "+p.Name+" phase")
 		names = append(names, "-"+p.Name)
 	}
-	scen, podFlags := addScenarioFlags(flag.CommandLine, pods)
+	scen, podFlags := addScenarioFlags(flag.CommandLine, pods, cl)
 	names = append(names, podFlags...)
 	flag.IntVar(&cfg.Rate, "rate", cfg.Rate, "calls per second, per client, outside the overloaded phase")
 	flag.Float64Var(&cfg.Load, "load", cfg.Load, "calls per second in the overloaded phase, in multiples of what the backend serves (workers/work)")
@@ -203,7 +210,7 @@ func mainErr(cfg config, scen scenarioOptions, metricsAddr string, serve bool) e
 			return fmt.Errorf("%w (choose another address with -metrics, or -metrics \"\" for none)", err)
 		}
 		defer m.Close()
-		cfg.Observer = m.Observer
+		cfg.Observer, scen.Cluster.Cluster = m.Observer, m.Cluster
 		fmt.Printf("metrics: http://%s/metrics\n", m.Addr)
 	}
 	if _, err := runScenarios(ctx, cfg, scen, os.Stdout); err != nil {

@@ -26,6 +26,7 @@ import (
 // its Prometheus exporter with the default (suffixed) names.
 type metrics struct {
 	Observer *otelmw.Observer
+	Cluster  *otelmw.ClusterListener // the cluster scenario's syncs and remote opens
 	Handler  http.Handler
 	provider *sdkmetric.MeterProvider
 }
@@ -44,12 +45,16 @@ func newMetrics() (*metrics, error) {
 	if err != nil {
 		return nil, errors.Join(err, mp.Shutdown(context.Background()))
 	}
-	return &metrics{Observer: obs, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), provider: mp}, nil
+	cl, err := otelmw.NewClusterListener(mp)
+	if err != nil {
+		return nil, errors.Join(err, obs.Close(), mp.Shutdown(context.Background()))
+	}
+	return &metrics{Observer: obs, Cluster: cl, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), provider: mp}, nil
 }
 
 // Close stops the observer and its meter provider.
 func (m *metrics) Close(ctx context.Context) error {
-	return errors.Join(m.Observer.Close(), m.provider.Shutdown(ctx))
+	return errors.Join(m.Observer.Close(), m.Cluster.Close(), m.provider.Shutdown(ctx))
 }
 
 // metricsServer is an HTTP server of /metrics and the observer whose

@@ -12,14 +12,15 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 // families are the Prometheus metric families (name → type) that the
-// default exporter must produce from a run of the demo: the "Prometheus
-// (default exporter)" column of the metric catalogue (docs/metrics.md),
-// less the bulkhead's wait histogram (recorded only when a bulkhead queues,
-// and the demo's does not) and the outlier ejection metrics (a later
-// release).
+// default exporter must produce from a run of the demo's backend and
+// cluster scenarios: the "Prometheus (default exporter)" column of the
+// metric catalogue (docs/metrics.md), less the bulkhead's wait histogram
+// (recorded only when a bulkhead queues, and the demo's does not) and the
+// outlier ejection metrics (the pods scenario's: TestPodsEjectionsReachMetrics).
 var families = map[string]string{
 	"meshless_circuit_breaker_state":             "gauge",
 	"meshless_circuit_breaker_transitions_total": "counter",
@@ -34,6 +35,9 @@ var families = map[string]string{
 	"meshless_timeout_calls_total":               "counter",
 	"meshless_call_duration_seconds":             "histogram", // _bucket, _sum, _count
 	"meshless_rate_limiter_calls_total":          "counter",
+	"meshless_cluster_syncs_total":               "counter", // the cluster scenario's, through the ClusterListener
+	"meshless_cluster_connected":                 "gauge",
+	"meshless_cluster_remote_opens_total":        "counter",
 }
 
 // The exporter names the catalogue's metrics exactly as the catalogue says:
@@ -52,6 +56,12 @@ func TestMetricsCarryTheCataloguesPrometheusNames(t *testing.T) {
 		cfg.Observer = m.Observer
 		cfg.Listen = listenBufconn
 		if _, err := run(t.Context(), cfg, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		cl := shortClusterConfig(t)
+		cl.Quiet, cl.Observer, cl.Cluster = true, m.Observer, m.Cluster
+		cl.Run = 3 * time.Second // pod A opens at 2.33s, B and C through Redis
+		if _, err := runCluster(t.Context(), cl, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		rec := httptest.NewRecorder()
@@ -106,6 +116,7 @@ func TestMetricsCarryTheCataloguesPrometheusNames(t *testing.T) {
 		`meshless_retry_outcome="success_with_retry"`,
 		`error_type="UNAVAILABLE"`,
 		`error_type="circuit_open"`,
+		`meshless_cluster_outcome="ok"`,
 	} {
 		if !bytes.Contains(body, []byte(label)) {
 			t.Errorf("/metrics has no label %s", label)

@@ -236,10 +236,10 @@ func TestParseScenarios(t *testing.T) {
 	for _, tc := range []struct {
 		in, want, err string
 	}{
-		{in: "all", want: "[backend pods]"},
+		{in: "all", want: "[backend pods cluster]"},
 		{in: "pods", want: "[pods]"},
-		{in: "pods, backend", want: "[pods backend]"},
-		{in: "cluster", err: `no scenario "cluster"`},
+		{in: "cluster,pods, backend", want: "[cluster pods backend]"},
+		{in: "clusters", err: `no scenario "clusters"`},
 		{in: "pods,pods", err: `"pods" twice`},
 		{in: "", err: `no scenario ""`},
 	} {

@@ -20,6 +20,7 @@ import (
 var scenarios = []struct{ Name, About string }{
 	{"backend", "two clients, each calling its own backend, which gets overloaded, fails, hangs, then recovers (breaker, retries, bulkhead, timeouts)"},
 	{"pods", "one bad pod among four behind round_robin, failing then slow (outlier ejection)"},
+	{"cluster", "three client pods calling one dead dependency, alone then in cluster mode (breakers shared through Redis)"},
 }
 
 // scenarioOptions are the flags that are not the backend scenario's.
@@ -27,6 +28,7 @@ type scenarioOptions struct {
 	Scenario string // "all", or names separated by commas
 	SVG      string // where to write the timeline; "" for nowhere
 	Pods     podsConfig
+	Cluster  clusterConfig
 }
 
 // defaultSVG is where the timeline goes unless -svg says otherwise.
@@ -34,8 +36,8 @@ func defaultSVG() string { return filepath.Join(os.TempDir(), "meshless-chaos-ti
 
 // addScenarioFlags defines -scenario, -svg and the pods scenario's phases on
 // fs, and returns the options they set and the names of the phase flags.
-func addScenarioFlags(fs *flag.FlagSet, pods podsConfig) (*scenarioOptions, []string) {
-	o := &scenarioOptions{Pods: pods}
+func addScenarioFlags(fs *flag.FlagSet, pods podsConfig, cl clusterConfig) (*scenarioOptions, []string) {
+	o := &scenarioOptions{Pods: pods, Cluster: cl}
 	var names []string
 	for _, s := range scenarios {
 		names = append(names, s.Name)
@@ -48,6 +50,9 @@ func addScenarioFlags(fs *flag.FlagSet, pods podsConfig) (*scenarioOptions, []st
 		fs.DurationVar(&p.Duration, "pods-"+p.Name, p.Duration, "length of the pods scenario's "+p.Name+" phase")
 		flags = append(flags, "-pods-"+p.Name)
 	}
+	fs.DurationVar(&o.Cluster.Run, "cluster-run", o.Cluster.Run, "length of each of the cluster scenario's two runs (alone, in cluster mode)")
+	flags = append(flags, "-cluster-run")
+	fs.StringVar(&o.Cluster.RedisAddr, "redis", "", `the cluster scenario's Redis, host:port ("": an embedded miniredis)`)
 	return o, flags
 }
 
@@ -56,6 +61,7 @@ func (o *scenarioOptions) setPhases(d time.Duration) {
 	for i := range o.Pods.Phases {
 		o.Pods.Phases[i].Duration = d
 	}
+	o.Cluster.Run = d
 }
 
 // parseScenarios returns the scenarios s names, in its order.
@@ -85,6 +91,7 @@ func parseScenarios(s string) ([]string, error) {
 type results struct {
 	Backend  *summary
 	Pods     *podsSummary
+	Cluster  *clusterSummary
 	SVG      string    // the timeline's file, if written
 	Timeline *timeline // nil unless written
 }
@@ -100,6 +107,8 @@ func runScenarios(ctx context.Context, cfg config, o scenarioOptions, w io.Write
 	}
 	pods := o.Pods
 	pods.Rate, pods.Observer, pods.Quiet = cfg.Rate, cfg.Observer, cfg.Quiet
+	cl := o.Cluster
+	cl.Observer, cl.Quiet = cfg.Observer, cfg.Quiet
 	var errs []error
 	for _, n := range names {
 		switch n {
@@ -107,6 +116,8 @@ func runScenarios(ctx context.Context, cfg config, o scenarioOptions, w io.Write
 			errs = append(errs, cfg.validate())
 		case "pods":
 			errs = append(errs, pods.validate())
+		case "cluster":
+			errs = append(errs, cl.validate())
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -117,7 +128,7 @@ func runScenarios(ctx context.Context, cfg config, o scenarioOptions, w io.Write
 		tl = newTimeline(time.Now())
 		res.Timeline = tl
 	}
-	cfg.Timeline, pods.Timeline = tl, tl
+	cfg.Timeline, pods.Timeline, cl.Timeline = tl, tl, tl
 	for i, n := range names {
 		if ctx.Err() != nil {
 			break
@@ -154,6 +165,25 @@ func runScenarios(ctx context.Context, cfg config, o scenarioOptions, w io.Write
 						kind = markReturned
 					}
 					tl.mark(offset+e.At, kind)
+				}
+			}
+		case "cluster":
+			sum, err := runCluster(ctx, cl, w)
+			if err != nil {
+				return res, err
+			}
+			res.Cluster = &sum
+			if tl != nil {
+				for _, r := range sum.Runs {
+					at := tl.since(r.Start)
+					tl.phases(n, at, schedule{{Name: r.Name, Behaviour: failing, Duration: cl.Run}})
+					for _, e := range r.Events {
+						kind := markOpen
+						if e.Remote {
+							kind = markRemote
+						}
+						tl.mark(at+e.At, kind)
+					}
 				}
 			}
 		}

@@ -36,6 +36,8 @@ type timeline struct {
 	names  []string // in the order first asked for
 	spans  []span   // the phases
 	marks  []mark
+	counts map[string][]int // per name, events per second (the cluster scenario's requests to its dead dependency)
+	cnames []string         // the names of counts, in the order first counted
 }
 
 // span is a phase on the timeline.
@@ -57,9 +59,10 @@ const (
 	markClosed   = "breaker closes"
 	markEjected  = "pod ejected"
 	markReturned = "pod returned"
+	markRemote   = "breaker opens by another pod's open (cluster)"
 )
 
-var markKinds = []string{markOpen, markHalfOpen, markClosed, markEjected, markReturned}
+var markKinds = []string{markOpen, markHalfOpen, markClosed, markEjected, markReturned, markRemote}
 
 func newTimeline(origin time.Time) *timeline {
 	return &timeline{origin: origin, byName: map[string]*series{}}
@@ -107,6 +110,61 @@ func (t *timeline) mark(at time.Duration, kind string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.marks = append(t.marks, mark{At: at, Kind: kind})
+}
+
+// count counts one event of the series name at at (per second since the
+// origin), drawn in a third plot: the requests that reached the cluster
+// scenario's dead dependency.
+func (t *timeline) count(name string, at time.Time) {
+	if t == nil {
+		return
+	}
+	i := int(at.Sub(t.origin) / time.Second)
+	if i < 0 || i >= maxSeconds {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.counts == nil {
+		t.counts = map[string][]int{}
+	}
+	c, ok := t.counts[name]
+	if !ok {
+		t.cnames = append(t.cnames, name)
+	}
+	for len(c) <= i {
+		c = append(c, 0)
+	}
+	c[i]++
+	t.counts[name] = c
+}
+
+// countPoints returns name's counts per second, at the middle of each
+// second, over the phase called name (zero where nothing was counted), or
+// from its first to its last counted second without such a phase.
+func (t *timeline) countPoints(name string) plotter.XYs {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.counts[name]
+	from := slices.IndexFunc(c, func(n int) bool { return n > 0 })
+	if from < 0 {
+		return nil
+	}
+	to := len(c)
+	for _, sp := range t.spans {
+		if sp.Phase == name {
+			from, to = int(sp.From/time.Second), int((sp.To+time.Second-1)/time.Second)
+		}
+	}
+	var xys plotter.XYs
+	for i := from; i < to; i++ {
+		n := 0
+		if i < len(c) {
+			n = c[i]
+		}
+		xys = append(xys, plotter.XY{X: float64(i) + 0.5, Y: float64(n)})
+	}
+	return xys
 }
 
 // transitions marks the breaker's transitions of a run started at offset.
@@ -181,6 +239,8 @@ var (
 	clientColors = map[string]color.Color{
 		"bare":     color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 		"meshless": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+		"alone":    color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+		"cluster":  color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	}
 	markColors = map[string]color.Color{
 		markOpen:     color.RGBA{R: 0xe0, G: 0x40, B: 0x00, A: 0xff},
@@ -188,16 +248,23 @@ var (
 		markClosed:   color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 		markEjected:  color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 		markReturned: color.RGBA{R: 0x8c, G: 0x8c, B: 0x8c, A: 0xff},
+		markRemote:   color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
 	}
 	shades = []color.Color{color.RGBA{R: 0xee, G: 0xee, B: 0xee, A: 0xff}, color.RGBA{R: 0xf8, G: 0xf8, B: 0xf8, A: 0xff}}
 )
 
-// The picture's size.
-const timelineW, timelineH = 11 * vg.Inch, 7 * vg.Inch
+// The picture's size: 7 inches high, 9.5 with the third plot.
+const timelineW, timelineH, timelineH3 = 11 * vg.Inch, 7 * vg.Inch, 9.5 * vg.Inch
 
 // writeSVG draws the timeline as an SVG on w.
 func (t *timeline) writeSVG(w io.Writer) error {
-	c := vgsvg.New(timelineW, timelineH)
+	h := timelineH
+	t.mu.Lock()
+	if len(t.cnames) > 0 {
+		h = timelineH3
+	}
+	t.mu.Unlock()
+	c := vgsvg.New(timelineW, h)
 	if err := t.draw(draw.New(c)); err != nil {
 		return err
 	}
@@ -209,24 +276,36 @@ func (t *timeline) writeSVG(w io.Writer) error {
 // the same seconds.
 func (t *timeline) draw(dc draw.Canvas) error {
 	t.mu.Lock()
-	spans, marks, names := slices.Clone(t.spans), slices.Clone(t.marks), slices.Clone(t.names)
+	spans, marks, names, cnames := slices.Clone(t.spans), slices.Clone(t.marks), slices.Clone(t.names), slices.Clone(t.cnames)
 	var all []*series
 	for _, n := range names {
 		all = append(all, t.byName[n])
 	}
 	t.mu.Unlock()
 
-	succ, lat := plot.New(), plot.New()
+	succ, lat, reach := plot.New(), plot.New(), plot.New()
+	reach.Y.Label.Text = "requests to the dead dependency /s"
+	reach.Y.Min = 0
+	var reachLines []line2
+	for _, n := range cnames {
+		xys := t.countPoints(n)
+		reachLines = append(reachLines, line2{n, "cluster scenario, " + n + ": requests that reached it", xys})
+		for _, p := range xys {
+			reach.Y.Max = max(reach.Y.Max, p.Y*1.6)
+		}
+	}
+	reach.Y.Max = max(reach.Y.Max, 5)
+	panels := []*plot.Plot{succ, lat}
+	if len(cnames) > 0 {
+		panels = append(panels, reach)
+	}
 	succ.Title.Text = "examples/chaos: each client's calls, per second of their start"
 	succ.Y.Label.Text = "success (OK or NOT_FOUND), %"
 	lat.Y.Label.Text = "p99 latency, ms"
-	lat.X.Label.Text = "seconds since the start of the run"
+	panels[len(panels)-1].X.Label.Text = "seconds since the start of the run"
 	succ.Y.Min, succ.Y.Max = 0, 112
 	lat.Y.Min = 0
-	type line struct {
-		client, name string
-		xys          plotter.XYs
-	}
+	type line = line2
 	var succLines, latLines []line
 	for i, n := range names {
 		s, l := all[i].points()
@@ -241,11 +320,11 @@ func (t *timeline) draw(dc draw.Canvas) error {
 	for _, sp := range spans {
 		xmax = max(xmax, sp.To.Seconds())
 	}
-	for _, p := range []*plot.Plot{succ, lat} {
+	for _, p := range panels {
 		p.X.Min, p.X.Max = 0, max(xmax, 1)
 		p.X.Tick.Marker = secondTicks{}
-		p.Legend.Left = p == lat // the success plot's bottom right is the emptiest corner
-		p.Legend.Top = p == lat
+		p.Legend.Left = p != succ // the success plot's bottom right is the emptiest corner
+		p.Legend.Top = p != succ
 		p.Legend.TextStyle.Font.Size = vg.Points(8)
 	}
 
@@ -253,7 +332,7 @@ func (t *timeline) draw(dc draw.Canvas) error {
 	// scenario starts with its name.
 	var labels plotter.XYLabels
 	for i, sp := range spans {
-		for _, p := range []*plot.Plot{succ, lat} {
+		for _, p := range panels {
 			band, err := plotter.NewPolygon(plotter.XYs{
 				{X: sp.From.Seconds(), Y: p.Y.Min}, {X: sp.To.Seconds(), Y: p.Y.Min},
 				{X: sp.To.Seconds(), Y: p.Y.Max}, {X: sp.From.Seconds(), Y: p.Y.Max},
@@ -292,7 +371,7 @@ func (t *timeline) draw(dc draw.Canvas) error {
 			}
 		}
 		for i, a := range at {
-			for _, p := range []*plot.Plot{succ, lat} {
+			for _, p := range panels {
 				rule, err := plotter.NewLine(plotter.XYs{{X: a.Seconds(), Y: p.Y.Min}, {X: a.Seconds(), Y: p.Y.Max * 0.95}})
 				if err != nil {
 					return err
@@ -310,7 +389,7 @@ func (t *timeline) draw(dc draw.Canvas) error {
 	for _, set := range []struct {
 		p     *plot.Plot
 		lines []line
-	}{{succ, succLines}, {lat, latLines}} {
+	}{{succ, succLines}, {lat, latLines}, {reach, reachLines}} {
 		for _, l := range set.lines {
 			if len(l.xys) == 0 {
 				continue
@@ -328,12 +407,21 @@ func (t *timeline) draw(dc draw.Canvas) error {
 		}
 	}
 
-	plots := [][]*plot.Plot{{succ}, {lat}}
-	canvases := plot.Align(plots, draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Points(6), PadY: vg.Points(10), PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(10)}, dc)
+	var plots [][]*plot.Plot
+	for _, p := range panels {
+		plots = append(plots, []*plot.Plot{p})
+	}
+	canvases := plot.Align(plots, draw.Tiles{Rows: len(plots), Cols: 1, PadX: vg.Points(6), PadY: vg.Points(10), PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(10)}, dc)
 	for j := range plots {
 		plots[j][0].Draw(canvases[j][0])
 	}
 	return nil
+}
+
+// line2 is a line of a plot: its client (its colour), its legend, its points.
+type line2 struct {
+	client, name string
+	xys          plotter.XYs
 }
 
 // secondTicks marks whole seconds, and labels every fifth mark.

@@ -15,10 +15,10 @@ import (
 	"gonum.org/v1/plot/plotter"
 )
 
-// Both scenarios, one after the other, draw one timeline: an SVG that
-// parses as XML, with both clients' series, the phases of both scenarios
-// and the marks of the breaker and of the ejections.
-func TestTimelineOfBothScenarios(t *testing.T) {
+// The three scenarios, one after the other, draw one timeline: an SVG that
+// parses as XML, with both clients' series, the phases of every scenario
+// and the marks of the breaker, of the ejections and of the remote opens.
+func TestTimelineOfEveryScenario(t *testing.T) {
 	cfg := shortConfig(t)
 	for i := range cfg.Schedule {
 		cfg.Schedule[i].Duration = 500 * time.Millisecond
@@ -28,13 +28,15 @@ func TestTimelineOfBothScenarios(t *testing.T) {
 	pods.Phases[podsHealthy].Duration = 500 * time.Millisecond
 	pods.Phases[podsFailing].Duration = time.Second
 	pods.Phases[podsSlow].Duration = 500 * time.Millisecond
+	cl := shortClusterConfig(t)
+	cl.Run = 3 * time.Second
 	path := filepath.Join(t.TempDir(), "timeline.svg")
 	var res results
 	synctest.Test(t, func(t *testing.T) {
 		cfg.Listen = listenBufconn
 		pods.Net = new(bufconnPods)
 		var err error
-		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "all", SVG: path, Pods: pods}, io.Discard)
+		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "all", SVG: path, Pods: pods, Cluster: cl}, io.Discard)
 		if err != nil {
 			t.Fatalf("runScenarios: %v", err)
 		}
@@ -42,8 +44,8 @@ func TestTimelineOfBothScenarios(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if res.Backend == nil || res.Pods == nil || res.SVG != path {
-		t.Fatalf("results %+v: want both scenarios and the SVG at %s", res, path)
+	if res.Backend == nil || res.Pods == nil || res.Cluster == nil || res.SVG != path {
+		t.Fatalf("results %+v: want the three scenarios and the SVG at %s", res, path)
 	}
 
 	// Per second of the run (4.5s of phases), each client has a point with
@@ -64,6 +66,18 @@ func TestTimelineOfBothScenarios(t *testing.T) {
 	succ, _ := res.Timeline.series("bare").points()
 	if i := slices.IndexFunc(succ, func(p plotter.XY) bool { return p.Y < 50 }); i < 0 {
 		t.Errorf("bare's success never went under 50%%: %v", succ)
+	}
+
+	// The third plot counts, per second, the requests that reached the
+	// cluster scenario's dead dependency in each run: all of them.
+	for i, r := range res.Cluster.Runs {
+		n := 0
+		for _, p := range res.Timeline.countPoints(r.Name) {
+			n += int(p.Y)
+		}
+		if n != r.Reached() || n == 0 {
+			t.Errorf("cluster run %d (%s): the timeline counts %d requests to the dead dependency, the run %d", i, r.Name, n, r.Reached())
+		}
 	}
 
 	f, err := os.Open(path)
@@ -98,9 +112,10 @@ func TestTimelineOfBothScenarios(t *testing.T) {
 	}
 	for _, want := range []string{
 		"bare success", "meshless success", "bare p99", "meshless p99", // the series, in the legends
-		"breaker opens", "pod ejected", // the marks
-		"backend: healthy", "hanging", "pods: healthy", "one-failing", "one-slow", // the phases
+		"breaker opens", "pod ejected", markRemote, // the marks
+		"backend: healthy", "hanging", "pods: healthy", "one-failing", "one-slow", "cluster: alone", "cluster", // the phases
 		"seconds since the start of the run",
+		"cluster scenario, alone: requests that reached it", "cluster scenario, cluster: requests that reached it",
 	} {
 		if !slices.Contains(texts, want) {
 			t.Errorf("the SVG has no text %q; it has %q", want, texts)
