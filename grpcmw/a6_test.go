@@ -418,6 +418,7 @@ defaults:
 	}{
 		{codes.ResourceExhausted, grpcmw.ReasonBulkheadFull, 0},
 		{codes.ResourceExhausted, grpcmw.ReasonRateLimited, 0},
+		{codes.ResourceExhausted, grpcmw.ReasonThrottled, 0},
 		{codes.Unavailable, grpcmw.ReasonCircuitOpen, 1},
 	} {
 		f.calls.Store(0)
