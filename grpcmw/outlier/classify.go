@@ -16,6 +16,7 @@ const (
 	errorDomain        = "meshless.dev"
 	reasonBulkheadFull = "BULKHEAD_FULL"
 	reasonRateLimited  = "RATE_LIMITED"
+	reasonThrottled    = "THROTTLED"
 )
 
 // result is how one call counts for ejection.
@@ -37,8 +38,8 @@ func newClassifier(failure []codes.Code) classifier {
 	return classifier{failure: codeSet(failure)}
 }
 
-// classify: nil is a success; CANCELLED and a meshless BULKHEAD_FULL or
-// RATE_LIMITED rejection are ignored; a failure code or an error that is not
+// classify: nil is a success; CANCELLED and a meshless BULKHEAD_FULL,
+// RATE_LIMITED or THROTTLED rejection are ignored; a failure code or an error that is not
 // a gRPC status is a failure; every other code (NOT_FOUND…) is a success.
 func (c classifier) classify(err error) result {
 	if err == nil {
@@ -75,7 +76,7 @@ func busy(st *status.Status) bool {
 	for _, d := range st.Proto().GetDetails() {
 		var info errdetails.ErrorInfo
 		if d.MessageIs(&info) && d.UnmarshalTo(&info) == nil && info.GetDomain() == errorDomain &&
-			(info.GetReason() == reasonBulkheadFull || info.GetReason() == reasonRateLimited) {
+			(info.GetReason() == reasonBulkheadFull || info.GetReason() == reasonRateLimited || info.GetReason() == reasonThrottled) {
 			return true
 		}
 	}

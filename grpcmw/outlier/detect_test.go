@@ -179,6 +179,7 @@ func TestClassify(t *testing.T) {
 		{name: "RESOURCE_EXHAUSTED listed", c: withRE, err: status.Error(codes.ResourceExhausted, ""), want: resultFailure},
 		{name: "BULKHEAD_FULL ignored though listed", c: withRE, err: busy("BULKHEAD_FULL", "meshless.dev"), want: resultIgnored},
 		{name: "RATE_LIMITED ignored though listed", c: withRE, err: busy("RATE_LIMITED", "meshless.dev"), want: resultIgnored},
+		{name: "THROTTLED ignored though listed", c: withRE, err: busy("THROTTLED", "meshless.dev"), want: resultIgnored},
 		{name: "other domain's reason counts", c: withRE, err: busy("BULKHEAD_FULL", "example.com"), want: resultFailure},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
