@@ -16,10 +16,6 @@ import (
 // gate and its verdict on an attempt's result. order.go puts the gate
 // inside the circuit breaker and outside the bulkhead.
 
-// ReasonThrottled marks a call the adaptive throttler rejected locally
-// (RESOURCE_EXHAUSTED): the backend had refused too many recent requests.
-const ReasonThrottled = "THROTTLED"
-
 // AdaptiveThrottlingSection is the adaptiveThrottling section (client-side
 // adaptive throttling, docs/overload.md). It is keyed like the circuit
 // breaker: one throttler per service by default.

@@ -7,13 +7,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/internal/grpcwire"
 	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/throttler"
@@ -23,14 +23,17 @@ import (
 // The google.rpc.ErrorInfo that marks meshless's own rejections on the wire.
 const (
 	// ErrorDomain is the ErrorInfo domain of meshless's rejections.
-	ErrorDomain = "meshless.dev"
+	ErrorDomain = grpcwire.ErrorDomain
 	// ReasonCircuitOpen marks a call a circuit breaker rejected (UNAVAILABLE).
-	ReasonCircuitOpen = "CIRCUIT_OPEN"
+	ReasonCircuitOpen = resilience.ReasonCircuitOpen
 	// ReasonBulkheadFull marks a call a bulkhead rejected (RESOURCE_EXHAUSTED).
-	ReasonBulkheadFull = "BULKHEAD_FULL"
+	ReasonBulkheadFull = resilience.ReasonBulkheadFull
 	// ReasonRateLimited marks a call a rate limiter rejected
 	// (RESOURCE_EXHAUSTED).
-	ReasonRateLimited = "RATE_LIMITED"
+	ReasonRateLimited = resilience.ReasonRateLimited
+	// ReasonThrottled marks a call the adaptive throttler rejected locally
+	// (RESOURCE_EXHAUSTED): the backend had refused too many recent requests.
+	ReasonThrottled = resilience.ReasonThrottled
 	// PushbackTrailer is the trailer in which a server asks the client to wait
 	// before retrying (gRFC A6), in milliseconds; a negative value asks it not
 	// to retry.
@@ -80,64 +83,56 @@ func (c *rejectionCache) wrap(err error) error {
 }
 
 func newRejection(err error) *RejectionError {
-	var oe *circuitbreaker.OpenError
-	var fe *bulkhead.FullError
-	var te *throttler.RejectedError
-	var le *ratelimiter.LimitedError
 	var st *status.Status
-	switch {
-	case errors.As(err, &oe):
-		st = withInfo(codes.Unavailable, err.Error(), ReasonCircuitOpen, map[string]string{
-			"name": oe.Name, "state": oe.State.String(),
-		})
-	case errors.As(err, &fe):
-		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonBulkheadFull, map[string]string{"name": fe.Name})
-	case errors.As(err, &te):
-		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonThrottled, map[string]string{"name": te.Name})
-	case errors.As(err, &le):
-		st = withInfo(codes.ResourceExhausted, err.Error(), ReasonRateLimited, map[string]string{"name": le.Name})
-	default:
+	if r, ok := resilience.AsRejection(err); ok {
+		st = grpcwire.Status(r.RejectedBy(), err.Error(), rejectionMetadata(r))
+	} else {
 		st = status.New(codes.Unavailable, err.Error())
 	}
 	return &RejectionError{st: st, err: err}
 }
 
-func withInfo(c codes.Code, msg, reason string, md map[string]string) *status.Status {
-	st := status.New(c, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: md}); err == nil {
-		return d
+// rejectionMetadata is the ErrorInfo metadata of a rejection: the name of
+// the policy instance that refused, and a breaker's state.
+func rejectionMetadata(r resilience.Rejection) map[string]string {
+	switch e := r.(type) {
+	case *circuitbreaker.OpenError:
+		return map[string]string{"name": e.Name, "state": e.State.String()}
+	case *bulkhead.FullError:
+		return map[string]string{"name": e.Name}
+	case *ratelimiter.LimitedError:
+		return map[string]string{"name": e.Name}
+	case *throttler.RejectedError:
+		return map[string]string{"name": e.Name}
 	}
-	return st
+	return nil
 }
 
 // RejectionReason returns the meshless rejection reason an error carries on
-// the wire (ReasonCircuitOpen, ReasonBulkheadFull, ReasonRateLimited or
-// ReasonThrottled), made here or by a downstream service whose error was
-// passed on unchanged; "" otherwise. Only an UNAVAILABLE or
-// RESOURCE_EXHAUSTED status is read.
+// the wire (ReasonCircuitOpen, ReasonBulkheadFull, ReasonRateLimited,
+// ReasonThrottled, or the dead-letter queue's DEFERRED), made here or by a
+// downstream service whose error was passed on unchanged; "" otherwise.
 func RejectionReason(err error) string {
+	if k, ok := relayedKind(err); ok {
+		return k.Reason()
+	}
+	return ""
+}
+
+// relayedKind returns the kind of meshless rejection err carries on the wire.
+func relayedKind(err error) (resilience.Kind, bool) {
 	if err == nil {
-		return ""
+		return 0, false
 	}
 	var re *RejectionError
 	if errors.As(err, &re) {
 		err = re
 	}
 	st, ok := status.FromError(err)
-	if !ok || (st.Code() != codes.Unavailable && st.Code() != codes.ResourceExhausted) {
-		return ""
+	if !ok {
+		return 0, false
 	}
-	for _, d := range st.Details() {
-		info, ok := d.(*errdetails.ErrorInfo)
-		if !ok || info.GetDomain() != ErrorDomain {
-			continue
-		}
-		switch r := info.GetReason(); r {
-		case ReasonCircuitOpen, ReasonBulkheadFull, ReasonRateLimited, ReasonThrottled:
-			return r
-		}
-	}
-	return ""
+	return grpcwire.Relayed(st)
 }
 
 // codeOf returns the gRPC code of an attempt's error, and false for an error
@@ -173,9 +168,8 @@ func newClasses(failure, ignored Codes) classes {
 // not a status is a failure, an ignored code or a local rejection is
 // ignored, every other code (NOT_FOUND…) is a success. A rejection relayed
 // from a downstream meshless is classified by its reason, whatever the
-// configured codes say: CIRCUIT_OPEN is a failure of the service that relayed
-// it, BULKHEAD_FULL, RATE_LIMITED and THROTTLED are ignored (a busy or
-// limited service is not a broken one).
+// configured codes say (resilience.Kind.RelayedOutcome: CIRCUIT_OPEN is a
+// failure of the service that relayed it, the others are ignored).
 func (c *classes) outcome(err error) resilience.Outcome {
 	if err == nil {
 		return resilience.Success
@@ -188,11 +182,8 @@ func (c *classes) outcome(err error) resilience.Outcome {
 		return resilience.Failure
 	}
 	if code == codes.Unavailable || code == codes.ResourceExhausted {
-		switch RejectionReason(err) {
-		case ReasonCircuitOpen:
-			return resilience.Failure
-		case ReasonBulkheadFull, ReasonRateLimited, ReasonThrottled:
-			return resilience.Ignored
+		if k, ok := relayedKind(err); ok {
+			return k.RelayedOutcome()
 		}
 	}
 	if int(code) < len(c) {
@@ -279,24 +270,18 @@ func wireError(err error) error {
 	return err
 }
 
-// errorType names an error for metrics: circuit_open, throttled or
-// bulkhead_full for a local rejection, else the gRPC code's name; "" for nil.
+// errorType names an error for metrics: the reason of a local rejection in
+// lower case (circuit_open, bulkhead_full…), else the gRPC code's name; ""
+// for nil.
 func errorType(err error) string {
 	if err == nil {
 		return ""
 	}
 	var re *RejectionError
 	if errors.As(err, &re) {
-		if errors.Is(re.err, circuitbreaker.ErrOpen) {
-			return "circuit_open"
+		if r, ok := resilience.AsRejection(re.err); ok && r.RejectedBy().ErrorType() != "" {
+			return r.RejectedBy().ErrorType()
 		}
-		if errors.Is(re.err, throttler.ErrThrottled) {
-			return "throttled"
-		}
-		if errors.Is(re.err, ratelimiter.ErrLimited) {
-			return "rate_limited"
-		}
-		return "bulkhead_full"
 	}
 	code, _ := codeOf(err)
 	return codeName(code)

@@ -59,7 +59,7 @@ func rateLimiterRejectionEvent(ctx context.Context, name string, e resilience.Ev
 	if !span.IsRecording() {
 		return
 	}
-	reason := "rate_limited"
+	reason := resilience.KindRateLimiter.ErrorType()
 	if ctxDone(e.Err) {
 		reason = "context_done"
 	}

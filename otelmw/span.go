@@ -56,7 +56,7 @@ func breakerRejectionEvent(ctx context.Context, name string, e resilience.Event)
 	}
 	span.AddEvent(eventRejection, trace.WithAttributes(
 		attrRejectionPolicy.String(resilience.KindCircuitBreaker.String()),
-		attrRejectionReason.String("circuit_open"),
+		attrRejectionReason.String(resilience.KindCircuitBreaker.ErrorType()),
 		attrBreakerName.String(name),
 		attrState.String(stateValue(e.State)),
 	))
@@ -71,7 +71,7 @@ func bulkheadRejectionEvent(ctx context.Context, name string, e resilience.Event
 	if !span.IsRecording() {
 		return
 	}
-	reason := "bulkhead_full"
+	reason := resilience.KindBulkhead.ErrorType()
 	if errors.Is(e.Err, context.Canceled) || errors.Is(e.Err, context.DeadlineExceeded) {
 		reason = "context_done"
 	}

@@ -26,10 +26,15 @@ const (
 	KindOutlier
 	// KindHedging is a hedging policy (retry.Hedge).
 	KindHedging
+	// KindThrottler is client-side adaptive throttling (package throttler).
+	KindThrottler
+	// KindDeadLetter is a dead-letter queue that kept a call to replay it
+	// later instead of failing it (package deadletter).
+	KindDeadLetter
 )
 
 // String returns "circuit_breaker", "retry", "bulkhead", "timeout", "other",
-// "call", "rate_limiter", "outlier" or "hedging".
+// "call", "rate_limiter", "outlier", "hedging", "throttler" or "dead_letter".
 func (k Kind) String() string {
 	switch k {
 	case KindCircuitBreaker:
@@ -50,6 +55,10 @@ func (k Kind) String() string {
 		return "outlier"
 	case KindHedging:
 		return "hedging"
+	case KindThrottler:
+		return "throttler"
+	case KindDeadLetter:
+		return "dead_letter"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }

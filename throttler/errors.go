@@ -31,6 +31,5 @@ func (e *RejectedError) Error() string {
 // Is reports whether target is [ErrThrottled].
 func (e *RejectedError) Is(target error) bool { return target == ErrThrottled }
 
-// RejectedBy returns [resilience.KindOther]: a throttler is not one of the
-// kinds the metric catalogue names.
-func (e *RejectedError) RejectedBy() resilience.Kind { return resilience.KindOther }
+// RejectedBy returns [resilience.KindThrottler].
+func (e *RejectedError) RejectedBy() resilience.Kind { return resilience.KindThrottler }

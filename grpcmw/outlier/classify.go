@@ -4,19 +4,11 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-)
 
-// The google.rpc.ErrorInfo that marks meshless's rejections on the wire: a
-// RESOURCE_EXHAUSTED that carries one of these reasons in this domain comes
-// from a busy server, not a broken one, and never counts toward ejection.
-const (
-	errorDomain        = "meshless.dev"
-	reasonBulkheadFull = "BULKHEAD_FULL"
-	reasonRateLimited  = "RATE_LIMITED"
-	reasonThrottled    = "THROTTLED"
+	"github.com/meshless/meshless/internal/grpcwire"
+	"github.com/meshless/meshless/resilience"
 )
 
 // result is how one call counts for ejection.
@@ -38,9 +30,11 @@ func newClassifier(failure []codes.Code) classifier {
 	return classifier{failure: codeSet(failure)}
 }
 
-// classify: nil is a success; CANCELLED and a meshless BULKHEAD_FULL,
-// RATE_LIMITED or THROTTLED rejection are ignored; a failure code or an error that is not
-// a gRPC status is a failure; every other code (NOT_FOUND…) is a success.
+// classify: nil is a success; CANCELLED and a rejection a meshless server
+// relayed that says nothing of its health (resilience.Kind.RelayedOutcome:
+// a bulkhead full, a rate limit, a throttle, a deferred call) are ignored; a
+// failure code or an error that is not a gRPC status is a failure; every
+// other code (NOT_FOUND…) is a success.
 func (c classifier) classify(err error) result {
 	if err == nil {
 		return resultSuccess
@@ -57,7 +51,7 @@ func (c classifier) classify(err error) result {
 			return resultFailure
 		}
 		code = st.Code()
-		if code == codes.ResourceExhausted && busy(st) {
+		if k, ok := grpcwire.Relayed(st); ok && k.RelayedOutcome() == resilience.Ignored {
 			return resultIgnored
 		}
 	}
@@ -68,17 +62,4 @@ func (c classifier) classify(err error) result {
 		return resultFailure
 	}
 	return resultSuccess
-}
-
-// busy reports whether st carries meshless's BULKHEAD_FULL or RATE_LIMITED
-// reason.
-func busy(st *status.Status) bool {
-	for _, d := range st.Proto().GetDetails() {
-		var info errdetails.ErrorInfo
-		if d.MessageIs(&info) && d.UnmarshalTo(&info) == nil && info.GetDomain() == errorDomain &&
-			(info.GetReason() == reasonBulkheadFull || info.GetReason() == reasonRateLimited || info.GetReason() == reasonThrottled) {
-			return true
-		}
-	}
-	return false
 }

@@ -42,9 +42,9 @@ type Config struct {
 
 	// FailureStatusCodes are the codes that count as a failed call. Default
 	// UNAVAILABLE, INTERNAL, UNKNOWN, DEADLINE_EXCEEDED, DATA_LOSS. Whatever
-	// it lists, CANCELLED and a RESOURCE_EXHAUSTED that carries meshless's
-	// BULKHEAD_FULL or RATE_LIMITED reason are ignored, and an error that is
-	// not a gRPC status is a failure.
+	// it lists, CANCELLED and a rejection a meshless server relayed that
+	// says nothing of its health (a bulkhead full, a rate limit, a throttle)
+	// are ignored, and an error that is not a gRPC status is a failure.
 	FailureStatusCodes []codes.Code
 
 	// ChildPolicy names the registered balancer that picks among the

@@ -7,9 +7,10 @@
 // result per endpoint, with the same classification as meshless's circuit
 // breaker: the configured failure codes (UNAVAILABLE, INTERNAL, UNKNOWN,
 // DEADLINE_EXCEEDED, DATA_LOSS by default) and any error that is not a gRPC
-// status are failures; CANCELLED, and a RESOURCE_EXHAUSTED that carries
-// meshless's BULKHEAD_FULL or RATE_LIMITED reason, are ignored (a busy server
-// is not a broken one); every other answer, NOT_FOUND included, is a success.
+// status are failures; CANCELLED, and a rejection a meshless server relayed
+// that says nothing of its health (bulkhead full, rate limited, throttled),
+// are ignored (a busy server is not a broken one); every other answer,
+// NOT_FOUND included, is a success.
 //
 // # Detectors
 //
