@@ -2,19 +2,19 @@ package grpcmw
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
-	"time"
+	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/cluster"
 	"github.com/meshless/meshless/grpcmw/outlier"
+	"github.com/meshless/meshless/internal/engine"
+	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
-	"github.com/meshless/meshless/timeout"
 )
 
 // Chain is one client's resilience: for each method it calls, the policies
@@ -23,67 +23,20 @@ import (
 // Chain is safe for concurrent use.
 type Chain struct {
 	opts    options
+	e       *engine.Engine
 	monitor *outlier.Monitor    // the outlier balancer's, when outlierDetection is on
 	ejects  resilience.Recorder // the observer's recorder of the monitor's events
-	cluster *cluster.Cluster    // when the cluster section is on
-	// ownRedis is the client the chain dialled for cluster.redis; nil when
-	// the caller gave one (WithRedisClient).
-	ownRedis redis.UniversalClient
-	mu       sync.Mutex // serialises Reload and the first call of a method
-	state    atomic.Pointer[state]
 }
 
-// state is one configuration's resolved policies. Reload replaces it whole.
-type state struct {
-	cfg         *Config
-	throttle    *retry.Throttle
-	throttleSet throttleSettings
-	methods     *methodTable
-	// breakers and bulkheads by key ("pkg.Svc" or "pkg.Svc/Method"), under
-	// Chain.mu.
-	breakers   map[string]*breakerEntry
-	bulkheads  map[string]*bulkheadEntry
-	throttlers map[string]*throttlerEntry
-	limiters   map[string]*limiterEntry
-}
-
-type breakerEntry struct {
-	b    *circuitbreaker.Breaker
-	cfg  circuitbreaker.Config // the configuration it was built from
-	rej  rejectionCache
-	kept bool // carried over by Reload
-}
-
-type bulkheadEntry struct {
-	b   *bulkhead.Bulkhead
-	cfg bulkhead.Config
-	rej rejectionCache
-}
-
-// method is one method's resolved policy set; nil fields are switched off.
-type method struct {
-	name    string              // "pkg.Svc/Method", for observers
-	call    resilience.Recorder // the logical call's events (KindCall); nil without an observer
-	overall *timeout.Timeout
-	retry   *retry.Retry
-	// tally moves the client's retry throttle for a method that does not
-	// retry (gRFC A6 counts every RPC): a one-attempt policy with no
-	// observer. Nil when the method retries or throttling is off.
-	tally     *retry.Retry
-	breaker   *breakerEntry
-	bulkhead  *bulkheadEntry
-	throttler *throttlerEntry
-	limiter   *limiterEntry
-	classes   classes
-	retryable [17]bool
-	hedge     *retry.Hedge // in retry's place when the method hedges
-	nonFatal  [17]bool
-	// The attempt pipelines, in the order of order.go: unary calls and
-	// streams differ only in their per-attempt timeout (a stream takes only
-	// the timeouts its method's own level sets).
-	unary, stream *resilience.Pipeline
-	streamOverall time.Duration
-}
+// OtherMethod is the method name under which a chain keeps the policies of
+// every method it does not know: one the configuration does not name and no
+// service descriptor linked into the program declares (a name a remote
+// client invented, or one a program built at run time), and every method
+// past the chain's bound ([WithMaxMethods]). Such a call runs with the
+// policies of its service's entry when the configuration names its service
+// ("pkg.Svc/_OTHER"), else with the defaults' ("_OTHER/_OTHER"); it never
+// creates state of its own, and never runs without policies.
+const OtherMethod = engine.Other
 
 // New returns the chain for cfg (validated first; an invalid config is an
 // error naming each problem's path). A nil cfg means every default.
@@ -100,218 +53,68 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 	if o.retryBufferLimit < 0 {
 		return nil, fmt.Errorf("grpcmw: WithRetryBufferLimit: must not be negative, got %d", o.retryBufferLimit)
 	}
-	c := &Chain{opts: o}
-	st, err := c.newState(cfg, nil)
-	if err != nil {
+	if cfg == nil {
+		cfg = new(Config)
+	}
+	if err := validate(cfg); err != nil {
 		return nil, err
 	}
-	c.state.Store(st)
-	if _, on := st.cfg.outlierConfig(); on && !o.serverSide {
+	e, err := engine.New(cfg, transport{}, engine.Options{Observer: o.observer, Clock: o.clock, MaxKeys: o.maxMethods,
+		Redis: o.redis, ClusterListener: o.clusterListener, ServerSide: o.serverSide})
+	if err != nil {
+		return nil, fmt.Errorf("grpcmw: %w", err)
+	}
+	c := &Chain{opts: o, e: e}
+	if _, on := outlierConfig(cfg); on && !o.serverSide {
 		c.ejects = resilience.Attach(o.observer, resilience.Source{Kind: resilience.KindOutlier, Name: "outlier"})
 		c.monitor, err = outlier.NewMonitor(outlier.WithClock(o.clock),
 			outlier.WithListener(ejectionListener{user: o.outlierListener, rec: c.ejects}))
 		if err != nil {
 			resilience.Release(c.ejects)
+			e.Close()
 			return nil, fmt.Errorf("grpcmw: outlierDetection: %w", err)
 		}
-	}
-	if err := c.startCluster(st.cfg); err != nil {
-		if c.monitor != nil {
-			c.monitor.Close()
-		}
-		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Chain) newState(cfg *Config, old *state) (*state, error) {
-	if cfg == nil {
-		cfg = new(Config)
+// lookup returns the policy set of fullMethod ("/pkg.Svc/Method"). After a
+// method's first call it takes no lock and allocates nothing. A method the
+// chain does not know, or past its bound, gets its service's or the
+// defaults' OtherMethod entry (see [OtherMethod]).
+func (c *Chain) lookup(fullMethod string) *engine.Method {
+	return c.e.Lookup(fullMethod, func(cfg *Config) (string, string, bool) {
+		svc, name, ok := splitMethod(fullMethod)
+		return svc, name, ok && known(cfg, svc, name)
+	})
+}
+
+// known reports whether the method svc/name is a real one: named by the
+// configuration, or declared by a service descriptor linked into the
+// program (the generated code of every service a program serves or calls
+// registers one).
+func known(cfg *Config, svc, name string) bool {
+	if s := cfg.Services[svc]; s != nil {
+		if _, ok := s.Methods[name]; ok {
+			return true
+		}
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	th, err := throttleOf(cfg.RetryThrottling)
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
 	if err != nil {
-		return nil, err
-	}
-	st := &state{cfg: cfg, throttle: th, throttleSet: resolveThrottle(cfg.RetryThrottling),
-		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{},
-		throttlers: map[string]*throttlerEntry{}, limiters: map[string]*limiterEntry{}}
-	if old != nil {
-		if old.throttle != nil && th != nil && old.throttleSet == st.throttleSet {
-			st.throttle = old.throttle // unchanged settings: keep the tokens across reloads
-		}
-		for k, e := range old.breakers {
-			st.breakers[k] = &breakerEntry{b: e.b, cfg: e.cfg, kept: true}
-		}
-		for k, e := range old.bulkheads {
-			st.bulkheads[k] = e
-		}
-		for k, e := range old.throttlers {
-			st.throttlers[k] = e
-		}
-		for k, e := range old.limiters {
-			st.limiters[k] = e
-		}
-	}
-	st.methods = newMethodTable()
-	return st, nil
-}
-
-// build resolves one method's policies. Called with c.mu held.
-func (c *Chain) build(st *state, svc, name string) *method {
-	var sp, mp *Policies
-	spath, mpath := join("services", svc), ""
-	if s := st.cfg.Services[svc]; s != nil {
-		sp = &s.Policies
-		mp = s.Methods[name]
-		mpath = join(spath+".methods", name)
-	}
-	svcEff := resolve(level{"defaults", &st.cfg.Defaults}, level{spath, sp})
-	eff := resolve(level{"defaults", &st.cfg.Defaults}, level{spath, sp}, level{mpath, mp})
-	m := &method{name: svc + "/" + name}
-	o := &c.opts
-	if !o.serverSide {
-		m.call = resilience.Attach(o.observer, resilience.Source{Kind: resilience.KindCall, Name: m.name})
-	}
-
-	key, shared, sharedLevels := svc, svcEff, []*Policies{&st.cfg.Defaults, sp}
-	if *svcEff.CircuitBreaker.KeyBy == KeyByMethod {
-		key, shared, sharedLevels = svc+"/"+name, eff, append(sharedLevels, mp)
-	}
-	if cb := shared.CircuitBreaker; *cb.Enabled && !o.serverSide {
-		m.breaker = c.breaker(st, key, cb)
-	}
-	m.classes = newClasses(eff.CircuitBreaker.FailureStatusCodes, eff.CircuitBreaker.IgnoredStatusCodes)
-	if bh := shared.Bulkhead; *bh.Enabled {
-		m.bulkhead = c.bulkhead(st, key, bh)
-	}
-	if at := shared.AdaptiveThrottling; *at.Enabled && !o.serverSide {
-		m.throttler = c.throttler(st, key, at, m.breaker)
-	}
-	if rateLimiterOn(sharedLevels...) {
-		m.limiter = c.limiter(st, key, shared.RateLimiter)
-	}
-	if o.serverSide {
-		m.unary = m.pipeline(o, nil)
-		m.stream = m.unary
-		return m
-	}
-	// The method's retryableStatusCodes decide what a failure is for the
-	// throttle even when the method does not retry.
-	r := eff.Retry
-	for _, code := range r.RetryableStatusCodes {
-		if int(code) < len(m.retryable) {
-			m.retryable[code] = true
-		}
-	}
-	if hedgingOn(&st.cfg.Defaults, sp, mp) {
-		m.hedge = c.newHedge(st, m, eff.Hedging)
-	} else if *r.Enabled && *r.MaxAttempts > 1 {
-		rc, _ := retryConfig(r) // validated with the config
-		rc.Name = m.name
-		ropts := []retry.Option{
-			retry.WithConfig(rc),
-			retry.WithRetryable(m.isRetryable),
-			retry.WithClassifier(m.classes.outcome),
-			retry.WithPushback(pushbackOf),
-			retry.WithClock(o.clock),
-			retry.WithObserver(o.observer),
-		}
-		if st.throttle != nil {
-			ropts = append(ropts, retry.WithThrottle(st.throttle))
-		}
-		m.retry, _ = retry.New(ropts...)
-	} else if st.throttle != nil {
-		rc := retry.DefaultConfig()
-		rc.MaxAttempts = 1
-		m.tally, _ = retry.New(retry.WithConfig(rc), retry.WithRetryable(m.isRetryable),
-			retry.WithClassifier(m.classes.outcome), retry.WithPushback(pushbackOf), retry.WithThrottle(st.throttle))
-	}
-	var perAttempt, streamPerAttempt *timeout.Timeout
-	if t := eff.Timeout; *t.Enabled {
-		if t.Overall.D() > 0 {
-			m.overall, _ = timeout.New(t.Overall.D(), timeout.WithScope(timeout.Overall), timeout.WithName(m.name), timeout.WithObserver(o.observer))
-		}
-		perAttempt, _ = timeout.New(t.PerAttempt.D(), timeout.WithName(m.name), timeout.WithObserver(o.observer))
-		if mp != nil && mp.Timeout != nil {
-			if mp.Timeout.Overall != nil {
-				m.streamOverall = mp.Timeout.Overall.D()
-			}
-			if mp.Timeout.PerAttempt != nil {
-				streamPerAttempt, _ = timeout.New(mp.Timeout.PerAttempt.D(), timeout.WithName(m.name), timeout.WithObserver(o.observer))
-			}
-		}
-	}
-	m.unary = m.pipeline(o, perAttempt)
-	m.stream = m.pipeline(o, streamPerAttempt)
-	return m
-}
-
-func (c *Chain) breaker(st *state, key string, cb *CircuitBreakerSection) *breakerEntry {
-	cfg, _ := breakerConfig(cb, key) // validated with the config
-	if e, ok := st.breakers[key]; ok {
-		if e.cfg == cfg {
-			return e
-		}
-		if e.kept && e.cfg.SlidingWindowType == cfg.SlidingWindowType && e.cfg.SlidingWindowSize == cfg.SlidingWindowSize {
-			// Reloaded with new thresholds and the same window: keep the
-			// breaker's state and counts.
-			if err := e.b.Reconfigure(circuitbreaker.WithConfig(cfg)); err == nil {
-				e.cfg = cfg
-				return e
-			}
-		}
-		if c.cluster != nil {
-			c.cluster.Remove(e.b)
-		}
-		e.b.Close() // replaced: its gauges go
-	}
-	b, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg), circuitbreaker.WithClock(c.opts.clock), circuitbreaker.WithObserver(c.opts.observer))
-	if err != nil {
-		return nil // cannot happen: the config was validated
-	}
-	if c.cluster != nil {
-		c.cluster.Add(b)
-	}
-	e := &breakerEntry{b: b, cfg: cfg}
-	st.breakers[key] = e
-	return e
-}
-
-func (c *Chain) bulkhead(st *state, key string, bh *BulkheadSection) *bulkheadEntry {
-	cfg, _ := bulkheadConfig(bh, key) // validated with the config
-	if e, ok := st.bulkheads[key]; ok {
-		if e.cfg == cfg {
-			return e
-		}
-		e.b.Close() // replaced: its gauges go
-	}
-	b, err := bulkhead.New(bulkhead.WithConfig(cfg), bulkhead.WithClock(c.opts.clock), bulkhead.WithObserver(c.opts.observer))
-	if err != nil {
-		return nil
-	}
-	e := &bulkheadEntry{b: b, cfg: cfg}
-	st.bulkheads[key] = e
-	return e
-}
-
-// isRetryable: a retryable code, and not a rejection a downstream meshless
-// made (those are never retried, at any hop).
-func (m *method) isRetryable(err error) bool {
-	code, ok := codeOf(err)
-	if !ok || int(code) >= len(m.retryable) || !m.retryable[code] {
 		return false
 	}
-	return RejectionReason(err) == ""
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	return ok && sd.Methods().ByName(protoreflect.Name(name)) != nil
 }
 
-func pushbackOf(err error) (time.Duration, bool) {
-	if pe, ok := err.(*pushbackError); ok {
-		return pe.delay, true
+// splitMethod splits "/pkg.Svc/Method".
+func splitMethod(full string) (svc, name string, ok bool) {
+	rest, found := strings.CutPrefix(full, "/")
+	if !found {
+		return "", "", false
 	}
-	return 0, false
+	svc, name, ok = strings.Cut(rest, "/")
+	return svc, name, ok && svc != "" && name != "" && !strings.Contains(name, "/")
 }
 
 // Reload replaces the configuration atomically: the next calls resolve
@@ -325,20 +128,18 @@ func pushbackOf(err error) (time.Duration, bool) {
 // cluster, new ones join it, replaced ones leave it. An invalid cfg is
 // refused and the old one stays.
 func (c *Chain) Reload(cfg *Config) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.state.Load()
-	st, err := c.newState(cfg, old)
-	if err != nil {
+	if cfg == nil {
+		cfg = new(Config)
+	}
+	if err := validate(cfg); err != nil {
 		return err
 	}
-	if !c.opts.serverSide && !sameDialConfig(old.cfg, st.cfg) {
+	if !c.opts.serverSide && !sameDialConfig(c.e.Config(), cfg) {
 		return fmt.Errorf("grpcmw: Reload: %w", errOutlierReload)
 	}
-	if !c.opts.serverSide && !sameCluster(old.cfg, st.cfg) {
-		return fmt.Errorf("grpcmw: Reload: %w", errClusterReload)
+	if err := c.e.Reload(cfg); err != nil {
+		return fmt.Errorf("grpcmw: Reload: %w", err)
 	}
-	c.state.Store(st)
 	return nil
 }
 
@@ -349,21 +150,7 @@ func (c *Chain) Reload(cfg *Config) error {
 // Observer shared with other chains stops reporting this one. Calls still in
 // flight finish; the chain must not be used after Close.
 func (c *Chain) Close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cluster != nil {
-		c.cluster.Close() // first: it stops touching the breakers
-		if c.ownRedis != nil {
-			_ = c.ownRedis.Close()
-		}
-	}
-	st := c.state.Load()
-	for _, e := range st.breakers {
-		e.b.Close()
-	}
-	for _, e := range st.bulkheads {
-		e.b.Close()
-	}
+	c.e.Close()
 	if c.monitor != nil {
 		c.monitor.Close()
 		resilience.Release(c.ejects)
@@ -373,30 +160,22 @@ func (c *Chain) Close() {
 // Throttle returns the client's retry throttle (retryThrottling), shared by
 // all its methods, or nil when retryThrottling is off. Its Tokens tell how
 // close the client is to holding retries back.
-func (c *Chain) Throttle() *retry.Throttle { return c.state.Load().throttle }
+func (c *Chain) Throttle() *retry.Throttle { return c.e.Throttle() }
 
 // Config returns the configuration in force.
-func (c *Chain) Config() *Config { return c.state.Load().cfg }
+func (c *Chain) Config() *Config { return c.e.Config() }
 
 // Breaker returns the breaker of key ("pkg.Svc" or "pkg.Svc/Method"), once a
 // call has created it.
-func (c *Chain) Breaker(key string) (*circuitbreaker.Breaker, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.state.Load().breakers[key]
-	if !ok {
-		return nil, false
-	}
-	return e.b, true
-}
+func (c *Chain) Breaker(key string) (*circuitbreaker.Breaker, bool) { return c.e.Breaker(key) }
 
 // Bulkhead returns the bulkhead of key, once a call has created it.
-func (c *Chain) Bulkhead(key string) (*bulkhead.Bulkhead, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.state.Load().bulkheads[key]
-	if !ok {
-		return nil, false
-	}
-	return e.b, true
-}
+func (c *Chain) Bulkhead(key string) (*bulkhead.Bulkhead, bool) { return c.e.Bulkhead(key) }
+
+// Limiter returns the rate limiter of key ("pkg.Svc" or "pkg.Svc/Method"),
+// once a call has created it.
+func (c *Chain) Limiter(key string) (*ratelimiter.Limiter, bool) { return c.e.Limiter(key) }
+
+// Cluster returns the chain's cluster, or nil when its configuration has no
+// cluster section (or a Server's chain).
+func (c *Chain) Cluster() *cluster.Cluster { return c.e.Cluster() }

@@ -1,203 +1,93 @@
 package grpcmw
 
 import (
+	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
+	"github.com/meshless/meshless/config"
 )
 
-// Config is one client's resilience configuration: the YAML document of
-// docs/grpc.md. Every field is optional; a nil field inherits from the level
-// above (method → service → defaults → built-in defaults). Build one with
-// [ParseConfig] or [LoadConfig], or in Go; [New] validates it either way.
-type Config struct {
-	Defaults        Policies                `yaml:"defaults,omitempty"`
-	RetryThrottling *RetryThrottlingSection `yaml:"retryThrottling,omitempty"`
-	Services        map[string]*Service     `yaml:"services,omitempty"`
-	// OutlierDetection turns on per-endpoint ejection in the load balancer
-	// that DialOptions installs (docs/outlier.md).
-	OutlierDetection *OutlierDetectionSection `yaml:"outlierDetection,omitempty"`
-	// HealthCheck turns on gRPC's client-side health checking.
-	HealthCheck *HealthCheckSection `yaml:"healthCheck,omitempty"`
-	// Cluster shares breaker decisions with the client's other instances
-	// through Redis (docs/cluster.md).
-	Cluster *ClusterSection `yaml:"cluster,omitempty"`
-}
+// The configuration is package config's; these names keep grpcmw's own
+// (grpcmw.Config, grpcmw.ParseConfig, …) for the programs that use them.
+type (
+	// Config is one client's resilience configuration (config.Config).
+	Config = config.Config
+	// Service configures one gRPC service (config.Service).
+	Service = config.Service
+	// Policies is one level's settings for each policy (config.Policies).
+	Policies                  = config.Policies
+	CircuitBreakerSection     = config.CircuitBreakerSection
+	RetrySection              = config.RetrySection
+	BulkheadSection           = config.BulkheadSection
+	AdaptiveSection           = config.AdaptiveSection
+	TimeoutSection            = config.TimeoutSection
+	RetryThrottlingSection    = config.RetryThrottlingSection
+	AdaptiveThrottlingSection = config.AdaptiveThrottlingSection
+	RateLimiterSection        = config.RateLimiterSection
+	HedgingSection            = config.HedgingSection
+	ClusterSection            = config.ClusterSection
+	RedisSection              = config.RedisSection
+	OutlierDetectionSection   = config.OutlierDetectionSection
+	FailurePercentageSection  = config.FailurePercentageSection
+	SuccessRateSection        = config.SuccessRateSection
+	SlowCallsSection          = config.SlowCallsSection
+	HealthCheckSection        = config.HealthCheckSection
+	// Duration is a time.Duration written as a Go duration string.
+	Duration = config.Duration
+	// Codes is a list of gRPC status codes (config.Codes).
+	Codes = config.Codes
+	// PathError is a problem with one value of a configuration.
+	PathError = config.PathError
+)
 
-// Service configures one gRPC service, by its full name
-// ("payment.PaymentService"), and its methods by their short names
-// ("Charge").
-type Service struct {
-	Policies `yaml:",inline"`
-	Methods  map[string]*Policies `yaml:"methods,omitempty"`
-}
+// Limits on a configuration document (see package config).
+const (
+	MaxConfigSize     = config.MaxConfigSize
+	MaxConfigValues   = config.MaxConfigValues
+	MaxConfigProblems = config.MaxConfigProblems
+)
 
-// Policies is one level's settings for each policy.
-type Policies struct {
-	CircuitBreaker *CircuitBreakerSection `yaml:"circuitBreaker,omitempty"`
-	Retry          *RetrySection          `yaml:"retry,omitempty"`
-	Bulkhead       *BulkheadSection       `yaml:"bulkhead,omitempty"`
-	Timeout        *TimeoutSection        `yaml:"timeout,omitempty"`
-	// AdaptiveThrottling is client-side adaptive throttling (throttling.go).
-	AdaptiveThrottling *AdaptiveThrottlingSection `yaml:"adaptiveThrottling,omitempty"`
-	// RateLimiter is off unless a level writes it (docs/ratelimiter.md).
-	RateLimiter *RateLimiterSection `yaml:"rateLimiter,omitempty"`
-	// Hedging is off unless a level writes it (docs/hedging.md).
-	Hedging *HedgingSection `yaml:"hedging,omitempty"`
-}
-
-// CircuitBreaker is the circuitBreaker section; see docs/circuitbreaker.md
-// for each key.
-type CircuitBreakerSection struct {
-	Enabled                               *bool     `yaml:"enabled,omitempty"`
-	KeyBy                                 *string   `yaml:"keyBy,omitempty"`
-	SlidingWindowType                     *string   `yaml:"slidingWindowType,omitempty"`
-	SlidingWindowSize                     *int      `yaml:"slidingWindowSize,omitempty"`
-	MinimumNumberOfCalls                  *int      `yaml:"minimumNumberOfCalls,omitempty"`
-	FailureRateThreshold                  *float64  `yaml:"failureRateThreshold,omitempty"`
-	SlowCallDurationThreshold             *Duration `yaml:"slowCallDurationThreshold,omitempty"`
-	SlowCallRateThreshold                 *float64  `yaml:"slowCallRateThreshold,omitempty"`
-	WaitDurationInOpenState               *Duration `yaml:"waitDurationInOpenState,omitempty"`
-	MaxWaitDurationInOpenState            *Duration `yaml:"maxWaitDurationInOpenState,omitempty"`
-	PermittedNumberOfCallsInHalfOpenState *int      `yaml:"permittedNumberOfCallsInHalfOpenState,omitempty"`
-	MaxWaitDurationInHalfOpenState        *Duration `yaml:"maxWaitDurationInHalfOpenState,omitempty"`
-	FailureStatusCodes                    Codes     `yaml:"failureStatusCodes,omitempty"`
-	IgnoredStatusCodes                    Codes     `yaml:"ignoredStatusCodes,omitempty"`
-	Mode                                  *string   `yaml:"mode,omitempty"`
-}
-
-// Retry is the retry section; see docs/retry.md.
-type RetrySection struct {
-	Enabled              *bool     `yaml:"enabled,omitempty"`
-	MaxAttempts          *int      `yaml:"maxAttempts,omitempty"`
-	InitialBackoff       *Duration `yaml:"initialBackoff,omitempty"`
-	MaxBackoff           *Duration `yaml:"maxBackoff,omitempty"`
-	BackoffMultiplier    *float64  `yaml:"backoffMultiplier,omitempty"`
-	Jitter               *float64  `yaml:"jitter,omitempty"`
-	RetryableStatusCodes Codes     `yaml:"retryableStatusCodes,omitempty"`
-}
-
-// Bulkhead is the bulkhead section; see docs/bulkhead.md.
-type BulkheadSection struct {
-	Enabled            *bool            `yaml:"enabled,omitempty"`
-	MaxConcurrentCalls *int             `yaml:"maxConcurrentCalls,omitempty"`
-	MaxWaitDuration    *Duration        `yaml:"maxWaitDuration,omitempty"`
-	Adaptive           *AdaptiveSection `yaml:"adaptive,omitempty"`
-}
-
-// Adaptive replaces a bulkhead's fixed limit with an adaptive one.
-type AdaptiveSection struct {
-	MinLimit     *int `yaml:"minLimit,omitempty"`
-	MaxLimit     *int `yaml:"maxLimit,omitempty"`
-	InitialLimit *int `yaml:"initialLimit,omitempty"`
-}
-
-// Timeout is the timeout section; see docs/timeout.md.
-type TimeoutSection struct {
-	Enabled    *bool     `yaml:"enabled,omitempty"`
-	PerAttempt *Duration `yaml:"perAttempt,omitempty"`
-	Overall    *Duration `yaml:"overall,omitempty"`
-}
-
-// RetryThrottling is gRPC's retry throttling, per client.
-type RetryThrottlingSection struct {
-	Enabled    *bool    `yaml:"enabled,omitempty"`
-	MaxTokens  *float64 `yaml:"maxTokens,omitempty"`
-	TokenRatio *float64 `yaml:"tokenRatio,omitempty"`
-}
-
-// Duration is a time.Duration written as a Go duration string ("100ms").
-type Duration time.Duration
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// MarshalYAML writes d as a Go duration string.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+// The values of circuitBreaker.keyBy.
+const (
+	KeyByService = config.KeyByService
+	KeyByMethod  = config.KeyByMethod
+)
 
 // Dur returns a pointer to d as a Duration, for building a [Config] in Go.
-func Dur(d time.Duration) *Duration { v := Duration(d); return &v }
+func Dur(d time.Duration) *Duration { return config.Dur(d) }
 
 // Ptr returns a pointer to v, for building a [Config] in Go.
 func Ptr[T any](v T) *T { return &v }
 
-// Codes is a list of gRPC status codes, written by their canonical names.
-// A nil list inherits; an empty, non-nil list means "none".
-type Codes []codes.Code
-
-// IsZero reports whether the list is unset (nil), so that an explicit empty
-// list ("none") is written out and survives a round trip.
-func (cs Codes) IsZero() bool { return cs == nil }
-
-// MarshalYAML writes the codes' canonical names.
-func (cs Codes) MarshalYAML() (any, error) {
-	names := make([]string, len(cs))
-	for i, c := range cs {
-		names[i] = codeName(c)
+// ParseConfig parses a YAML (or JSON) configuration strictly (see
+// config.Parse): an unknown key, a wrong type or an out-of-range value is an
+// error that names its path, such as
+//
+//	services."payment.PaymentService".circuitBreaker.failureRateThreshold: must be in (0, 100], got 150
+//
+// Every problem found is reported, joined, up to [MaxConfigProblems].
+// Nothing is dropped or clamped. A service or method name that the protobuf
+// descriptors linked into the program contradict is an error too (see
+// docs/grpc.md), and so is an invalid outlierDetection section.
+func ParseConfig(data []byte) (*Config, error) {
+	cfg, err := config.Parse(data, checkNames, checkOutlier)
+	if err != nil {
+		return nil, configError(err)
 	}
-	return names, nil
-}
-
-func (cs Codes) has(c codes.Code) bool {
-	for _, x := range cs {
-		if x == c {
-			return true
-		}
-	}
-	return false
-}
-
-var codeNames = [...]string{
-	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-	"ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-	"UNAUTHENTICATED",
-}
-
-// codeName returns the canonical name of c ("UNAVAILABLE").
-func codeName(c codes.Code) string {
-	if int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return "CODE_" + strconv.Itoa(int(c))
-}
-
-// parseCode reads a canonical name (any case) or a number 0–16.
-func parseCode(s string) (codes.Code, bool) {
-	for i, n := range codeNames {
-		if strings.EqualFold(s, n) {
-			return codes.Code(i), true
-		}
-	}
-	if n, err := strconv.Atoi(s); err == nil && n >= 0 && n < len(codeNames) {
-		return codes.Code(n), true
-	}
-	return 0, false
+	return cfg, nil
 }
 
 // LoadConfig reads and parses the configuration file at path. A file
 // larger than [MaxConfigSize] is refused without being read past the limit.
 func LoadConfig(path string) (*Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
+	data, err := config.ReadFile(path)
+	var cerr *config.Error
+	switch {
+	case errors.As(err, &cerr):
+		return nil, fmt.Errorf("%s: %w", path, configError(err))
+	case err != nil:
 		return nil, fmt.Errorf("grpcmw: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("grpcmw: %w", err)
-	}
-	if len(data) > MaxConfigSize {
-		size := "more than " + strconv.Itoa(MaxConfigSize)
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			size = strconv.FormatInt(fi.Size(), 10)
-		}
-		return nil, fmt.Errorf("%s: %w", path, configError(tooLarge(size)))
 	}
 	cfg, err := ParseConfig(data)
 	if err != nil {
@@ -205,3 +95,13 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	return cfg, nil
 }
+
+// validate checks cfg as a gRPC client's configuration.
+func validate(cfg *Config) error {
+	if err := cfg.Validate(checkOutlier); err != nil {
+		return configError(err)
+	}
+	return nil
+}
+
+func configError(err error) error { return fmt.Errorf("grpcmw: config: %w", err) }

@@ -2,20 +2,24 @@ package grpcmw
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/meshless/meshless/config"
 )
 
 // checkNames refuses a service or method name that the protobuf descriptors
 // linked into the program contradict: a service its package does not have,
 // or a method its service does not have. A name in a package the program
 // links no service of is not checked.
-func (d *decoder) checkNames(cfg *Config) {
-	for _, name := range sortedNames(cfg.Services) {
-		spath := join("services", name)
+func checkNames(cfg *Config, report func(path, problem string)) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Services)) {
+		spath := config.Join("services", name)
 		fn := protoreflect.FullName(name)
 		if !fn.IsValid() {
 			continue // validate says what is wrong with it
@@ -24,22 +28,21 @@ func (d *decoder) checkNames(cfg *Config) {
 		if err != nil {
 			known := servicesIn(fn.Parent())
 			if len(known) > 0 {
-				d.errs = append(d.errs, &PathError{Path: spath, Line: d.lines[spath], Problem: fmt.Sprintf(
-					"unknown service: package %s, linked into this program, has no service %s%s",
-					fn.Parent(), clip(string(fn.Name())), suggest(string(fn.Name()), known, string(fn.Parent())+"."))})
+				report(spath, fmt.Sprintf("unknown service: package %s, linked into this program, has no service %s%s",
+					fn.Parent(), config.Clip(string(fn.Name())), suggest(string(fn.Name()), known, string(fn.Parent())+".")))
 			}
 			continue
 		}
 		sd, ok := desc.(protoreflect.ServiceDescriptor)
 		if !ok {
-			d.errs = append(d.errs, &PathError{Path: spath, Line: d.lines[spath], Problem: "names a protobuf " + kindOf(desc) + ", not a service"})
+			report(spath, "names a protobuf "+kindOf(desc)+", not a service")
 			continue
 		}
 		svc := cfg.Services[name]
 		if svc == nil {
 			continue
 		}
-		for _, m := range sortedNames(svc.Methods) {
+		for _, m := range slices.Sorted(maps.Keys(svc.Methods)) {
 			if !protoreflect.Name(m).IsValid() || sd.Methods().ByName(protoreflect.Name(m)) != nil {
 				continue
 			}
@@ -47,9 +50,8 @@ func (d *decoder) checkNames(cfg *Config) {
 			for i := range sd.Methods().Len() {
 				known = append(known, string(sd.Methods().Get(i).Name()))
 			}
-			mpath := join(spath+".methods", m)
-			d.errs = append(d.errs, &PathError{Path: mpath, Line: d.lines[mpath], Problem: fmt.Sprintf(
-				"unknown method: %s, linked into this program, has no method %s%s", fn, clip(m), suggest(m, known, ""))})
+			report(config.Join(spath+".methods", m), fmt.Sprintf(
+				"unknown method: %s, linked into this program, has no method %s%s", fn, config.Clip(m), suggest(m, known, "")))
 		}
 	}
 }

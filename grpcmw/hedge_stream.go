@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/meshless/meshless/internal/engine"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 )
@@ -33,7 +34,8 @@ import (
 type hedgedStream struct{ *hedgedState }
 
 type hedgedState struct {
-	m          *method
+	m          *engine.Method
+	call       engine.Call // the call plan: overall timeout, hedging
 	ctx        context.Context
 	cancel     context.CancelFunc
 	desc       *grpc.StreamDesc
@@ -67,13 +69,10 @@ type hedgedCopy struct {
 	eof     bool // the stream ended OK before any response
 }
 
-func (m *method) newHedgedStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) grpc.ClientStream {
+func newHedgedStream(ctx context.Context, m *engine.Method, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) grpc.ClientStream {
 	s := &hedgedState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts}
-	if m.streamOverall > 0 {
-		s.ctx, s.cancel = context.WithTimeout(ctx, m.streamOverall)
-	} else {
-		s.ctx, s.cancel = context.WithCancel(ctx)
-	}
+	s.call = m.Begin(ctx, true)
+	s.ctx, s.cancel = context.WithCancel(s.call.Context())
 	s.stopWatch = context.AfterFunc(s.ctx, func() { s.finish(s.ctx.Err()) })
 	hs := &hedgedStream{s}
 	runtime.AddCleanup(hs, func(s *hedgedState) { s.finish(context.Canceled) }, s)
@@ -104,7 +103,7 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 			}
 		}
 	}()
-	n, err := s.m.hedge.Run(s.ctx, func(ctx context.Context, n int) error {
+	n, err := s.call.Hedge(s.ctx, func(ctx context.Context, n int) error {
 		return s.copy(ctx, n, req, reqSet, mt)
 	})
 	winner = n
@@ -121,7 +120,7 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 			err = s.ctx.Err()
 		}
 	}
-	s.commitErr = withoutPushback(err)
+	s.commitErr = engine.WithoutPushback(err)
 	return s.commitErr
 }
 
@@ -130,11 +129,8 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 // committed, and that the hedge's cancellation cuts until then.
 func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt protoreflect.MessageType) error {
 	c := &s.copies[n-1]
-	octx := s.ctx
-	if n > 1 {
-		octx = withPreviousAttempts(octx, n-1)
-	}
-	if err := s.m.stream.Admit(octx, &c.adm); err != nil {
+	actx, err := s.call.Admit(s.ctx, &c.adm, n)
+	if err != nil {
 		return err
 	}
 	defer func() {
@@ -142,7 +138,7 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 			c.adm.Abort() // a panic; after Done it does nothing
 		}
 	}()
-	sctx, scancel := context.WithCancel(c.adm.Context())
+	sctx, scancel := context.WithCancel(actx)
 	stop := context.AfterFunc(ctx, scancel) // the hedge cancels this copy
 	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.Trailer(&c.trailer))
 	cs, err := s.streamer(sctx, s.desc, s.cc, s.fullMethod, opts...)
@@ -179,11 +175,7 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 		c.adm.Done(nil)
 		return nil // ended OK without a response: an answer
 	}
-	err = c.adm.Done(err)
-	if d, ok := pushback(c.trailer); ok {
-		return &pushbackError{error: err, delay: d}
-	}
-	return err
+	return withPushback(c.adm.Done(err), c.trailer)
 }
 
 // finish ends the stream once, giving the committed copy's permits back.
@@ -204,6 +196,7 @@ func (s *hedgedState) finish(err error) {
 	}
 	s.stopWatch()
 	s.cancel()
+	s.call.End(err)
 	s.req = nil
 }
 

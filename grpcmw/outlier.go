@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,87 +15,18 @@ import (
 	"github.com/meshless/meshless/resilience"
 )
 
-// OutlierDetectionSection is the outlierDetection section: per-endpoint
-// ejection in the load balancer that [Chain.DialOptions] installs. See
-// docs/outlier.md for each key.
-type OutlierDetectionSection struct {
-	Enabled            *bool     `yaml:"enabled,omitempty"`
-	Interval           *Duration `yaml:"interval,omitempty"`
-	BaseEjectionTime   *Duration `yaml:"baseEjectionTime,omitempty"`
-	MaxEjectionTime    *Duration `yaml:"maxEjectionTime,omitempty"`
-	MaxEjectionPercent *int      `yaml:"maxEjectionPercent,omitempty"`
-	// ConsecutiveFailures ejects an endpoint after this many failures in a
-	// row; 0 switches the detector off.
-	ConsecutiveFailures *int                      `yaml:"consecutiveFailures,omitempty"`
-	FailurePercentage   *FailurePercentageSection `yaml:"failurePercentage,omitempty"`
-	SuccessRate         *SuccessRateSection       `yaml:"successRate,omitempty"`
-	SlowCalls           *SlowCallsSection         `yaml:"slowCalls,omitempty"`
-	ChildPolicy         *string                   `yaml:"childPolicy,omitempty"`
-}
-
-// FailurePercentageSection is outlierDetection.failurePercentage.
-type FailurePercentageSection struct {
-	Enabled       *bool `yaml:"enabled,omitempty"`
-	Threshold     *int  `yaml:"threshold,omitempty"`
-	MinimumHosts  *int  `yaml:"minimumHosts,omitempty"`
-	RequestVolume *int  `yaml:"requestVolume,omitempty"`
-}
-
-// SuccessRateSection is outlierDetection.successRate.
-type SuccessRateSection struct {
-	Enabled       *bool    `yaml:"enabled,omitempty"`
-	StdevFactor   *float64 `yaml:"stdevFactor,omitempty"`
-	MinimumHosts  *int     `yaml:"minimumHosts,omitempty"`
-	RequestVolume *int     `yaml:"requestVolume,omitempty"`
-}
-
-// SlowCallsSection is outlierDetection.slowCalls.
-type SlowCallsSection struct {
-	Enabled           *bool     `yaml:"enabled,omitempty"`
-	DurationThreshold *Duration `yaml:"durationThreshold,omitempty"`
-	RateThreshold     *int      `yaml:"rateThreshold,omitempty"`
-	RequestVolume     *int      `yaml:"requestVolume,omitempty"`
-}
-
-// HealthCheckSection is the healthCheck section: gRPC's own client-side
-// health checking (grpc.health.v1 Watch), so that an endpoint that reports
-// NOT_SERVING gets no calls.
-type HealthCheckSection struct {
-	// ServiceName is the service whose health is watched; "" is the server's
-	// overall health.
-	ServiceName *string `yaml:"serviceName,omitempty"`
-}
-
-func set[T any](dst *T, src *T) {
-	if src != nil {
-		*dst = *src
-	}
-}
-
-func durOf(dst *Duration) func(*Duration) {
-	return func(src *Duration) {
-		if src != nil {
-			*dst = *src
-		}
-	}
-}
-
 // outlierConfig maps the outlierDetection section onto the balancer's
 // Config; ok is false when the section is absent or switched off. The
 // failure codes are the defaults' circuitBreaker.failureStatusCodes, so
 // NOT_FOUND never ejects unless the breaker would count it too.
-func (c *Config) outlierConfig() (cfg outlier.Config, ok bool) {
+func outlierConfig(c *Config) (cfg outlier.Config, ok bool) {
 	o := c.OutlierDetection
 	if o == nil || (o.Enabled != nil && !*o.Enabled) {
 		return cfg, false
 	}
-	var d Duration
-	durOf(&d)(o.Interval)
-	cfg.Interval, d = d.D(), 0
-	durOf(&d)(o.BaseEjectionTime)
-	cfg.BaseEjectionTime, d = d.D(), 0
-	durOf(&d)(o.MaxEjectionTime)
-	cfg.MaxEjectionTime = d.D()
+	setDur(&cfg.Interval, o.Interval)
+	setDur(&cfg.BaseEjectionTime, o.BaseEjectionTime)
+	setDur(&cfg.MaxEjectionTime, o.MaxEjectionTime)
 	set(&cfg.MaxEjectionPercent, o.MaxEjectionPercent)
 	if n := o.ConsecutiveFailures; n != nil {
 		cfg.ConsecutiveFailures.Threshold = *n
@@ -114,20 +46,29 @@ func (c *Config) outlierConfig() (cfg outlier.Config, ok bool) {
 	}
 	if s := o.SlowCalls; s != nil {
 		cfg.SlowCalls.Disabled = s.Enabled != nil && !*s.Enabled
-		var sd Duration
-		durOf(&sd)(s.DurationThreshold)
-		cfg.SlowCalls.DurationThreshold = sd.D()
+		setDur(&cfg.SlowCalls.DurationThreshold, s.DurationThreshold)
 		set(&cfg.SlowCalls.RateThreshold, s.RateThreshold)
 		set(&cfg.SlowCalls.RequestVolume, s.RequestVolume)
 	}
 	set(&cfg.ChildPolicy, o.ChildPolicy)
-	eff := resolve(level{"defaults", &c.Defaults})
-	cfg.FailureStatusCodes = append([]codes.Code(nil), eff.CircuitBreaker.FailureStatusCodes...)
+	cfg.FailureStatusCodes = append([]codes.Code(nil), c.Method("", "").FailureCodes...) // the defaults'
 	return cfg, true
 }
 
+func set[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+func setDur(dst *time.Duration, src *Duration) {
+	if src != nil {
+		*dst = src.D()
+	}
+}
+
 // healthName is the healthCheck section's service name, or nil without one.
-func (c *Config) healthName() *string {
+func healthName(c *Config) *string {
 	h := c.HealthCheck
 	if h == nil {
 		return nil
@@ -140,18 +81,19 @@ func (c *Config) healthName() *string {
 // sameDialConfig reports whether a and b install the same balancer and
 // health checking.
 func sameDialConfig(a, b *Config) bool {
-	ao, aon := a.outlierConfig()
-	bo, bon := b.outlierConfig()
-	ah, bh := a.healthName(), b.healthName()
+	ao, aon := outlierConfig(a)
+	bo, bon := outlierConfig(b)
+	ah, bh := healthName(a), healthName(b)
 	return aon == bon && (!aon || ao.Equal(bo)) && (ah == nil) == (bh == nil) && (ah == nil || *ah == *bh)
 }
 
-// checkOutlier validates outlierDetection and healthCheck.
-func (c *Config) checkOutlier(add func(path, problem string)) {
+// checkOutlier validates outlierDetection and healthCheck, as a
+// config.Check.
+func checkOutlier(c *Config, add func(path, problem string)) {
 	if o := c.OutlierDetection; o != nil && o.ConsecutiveFailures != nil && *o.ConsecutiveFailures < 0 {
 		add("outlierDetection.consecutiveFailures", fmt.Sprintf("must be at least 0 (0 switches it off), got %d", *o.ConsecutiveFailures))
 	}
-	cfg, ok := c.outlierConfig()
+	cfg, ok := outlierConfig(c)
 	if !ok {
 		return
 	}
@@ -159,7 +101,11 @@ func (c *Config) checkOutlier(add func(path, problem string)) {
 	if err == nil {
 		return
 	}
-	for _, e := range unjoin(err) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
 		path, problem, found := strings.Cut(e.Error(), ": ")
 		if !found || !strings.HasPrefix(path, "outlierDetection") {
 			path, problem = "outlierDetection", e.Error()
@@ -171,9 +117,9 @@ func (c *Config) checkOutlier(add func(path, problem string)) {
 // serviceConfig returns the default service config that installs the
 // outlier balancer and health checking, or "" when neither is configured.
 func (c *Chain) serviceConfig() (string, error) {
-	cfg := c.state.Load().cfg
-	ocfg, on := cfg.outlierConfig()
-	health := cfg.healthName()
+	cfg := c.e.Config()
+	ocfg, on := outlierConfig(cfg)
+	health := healthName(cfg)
 	if !on && health == nil {
 		return "", nil
 	}

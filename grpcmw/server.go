@@ -74,18 +74,15 @@ func NewServer(cfg *Config, opts ...ServerOption) (*Server, error) {
 // UnaryServerInterceptor returns the interceptor for unary calls.
 func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		m := s.c.lookup(info.FullMethod)
-		if m == nil || m.unary.Len() == 0 {
-			return handler(ctx, req)
-		}
-		var a resilience.Admission
-		if err := m.unary.Admit(ctx, &a); err != nil {
+		var resp any
+		err, refused := s.c.lookup(info.FullMethod).Serve(ctx, func(ctx context.Context) (err error) {
+			resp, err = handler(ctx, req)
+			return err
+		})
+		if refused {
 			_ = grpc.SetTrailer(ctx, s.pushback)
-			return nil, err
 		}
-		defer a.Abort() // a panicking handler gives its permits back
-		resp, err := handler(a.Context(), req)
-		return resp, a.Done(err)
+		return resp, err
 	}
 }
 
@@ -93,17 +90,11 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // holds its permit until its handler returns.
 func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		m := s.c.lookup(info.FullMethod)
-		if m == nil || m.stream.Len() == 0 {
-			return handler(srv, ss)
-		}
-		var a resilience.Admission
-		if err := m.stream.Admit(ss.Context(), &a); err != nil {
+		err, refused := s.c.lookup(info.FullMethod).ServeStream(ss.Context(), func() error { return handler(srv, ss) })
+		if refused {
 			ss.SetTrailer(s.pushback)
-			return err
 		}
-		defer a.Abort() // a panicking handler gives its permits back
-		return a.Done(handler(srv, ss))
+		return err
 	}
 }
 

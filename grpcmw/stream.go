@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 
+	"github.com/meshless/meshless/internal/engine"
 	"github.com/meshless/meshless/resilience"
-	"github.com/meshless/meshless/retry"
 )
 
 // StreamClientInterceptor returns the interceptor for streaming calls.
@@ -40,13 +40,10 @@ import (
 func (c *Chain) StreamClientInterceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		m := c.lookup(fullMethod)
-		if m == nil {
-			return streamer(ctx, desc, cc, fullMethod, opts...)
+		if m.Hedges() && desc.ServerStreams && !desc.ClientStreams {
+			return newHedgedStream(ctx, m, desc, cc, fullMethod, streamer, opts), nil // hedge_stream.go
 		}
-		if m.hedge != nil && desc.ServerStreams && !desc.ClientStreams {
-			return m.newHedgedStream(ctx, desc, cc, fullMethod, streamer, opts), nil // hedge_stream.go
-		}
-		return m.newStream(ctx, &c.opts, desc, cc, fullMethod, streamer, opts)
+		return newStream(ctx, m, &c.opts, desc, cc, fullMethod, streamer, opts)
 	}
 }
 
@@ -57,15 +54,15 @@ type clientStream struct {
 }
 
 type streamState struct {
-	m          *method
+	m          *engine.Method
+	call       engine.Call // the call plan: overall timeout, attempt policy
 	ctx        context.Context
-	cancel     context.CancelFunc // ends the whole stream (and its overall timeout)
+	cancel     context.CancelFunc // ends the whole stream
 	desc       *grpc.StreamDesc
 	cc         *grpc.ClientConn
 	fullMethod string
 	streamer   grpc.Streamer
 	opts       []grpc.CallOption
-	attempts   retry.Attempts
 	replay     bool // the method retries: replayable until the call commits
 	limit      int  // the replay buffer's limit, in bytes
 	stopWatch  func() bool
@@ -84,33 +81,25 @@ type streamState struct {
 	done      bool
 }
 
-func (m *method) newStream(ctx context.Context, o *options, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+func newStream(ctx context.Context, m *engine.Method, o *options, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	s := &streamState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts,
-		replay: m.retry != nil, limit: o.retryBufferLimit}
-	if m.streamOverall > 0 {
-		s.ctx, s.cancel = context.WithTimeout(ctx, m.streamOverall)
-	} else {
-		s.ctx, s.cancel = context.WithCancel(ctx)
-	}
-	if m.retry != nil {
-		s.attempts = m.retry.Begin(s.ctx)
-	}
+		replay: m.Retries(), limit: o.retryBufferLimit}
+	s.call = m.Begin(ctx, true)
+	s.ctx, s.cancel = context.WithCancel(s.call.Context())
 	// No other goroutine knows s until it is returned: no lock is needed yet.
+	// Next counts a failure in the retry budget whether or not the method
+	// retries; it comes before the cancel: a done context moves nothing.
 	err := s.open()
-	for err != nil && m.retry != nil {
-		wait, again := s.attempts.Next(err)
-		if !again || !s.attempts.Wait(wait) {
+	for err != nil {
+		wait, again := s.call.Next(err)
+		if !again || !s.call.Wait(wait) {
 			break
 		}
 		err = s.open()
 	}
 	if err != nil {
-		if m.tally != nil { // before the cancel: a done context moves nothing
-			a := m.tally.Begin(s.ctx)
-			a.Done(err)
-		}
 		s.cancel()
-		return nil, wireError(withoutPushback(err))
+		return nil, s.call.End(err)
 	}
 	// Give the permits back when the context ends, whoever notices first.
 	s.mu.Lock()
@@ -126,7 +115,8 @@ func (m *method) newStream(ctx context.Context, o *options, desc *grpc.StreamDes
 // its permits are back; so they are if the streamer panics. Called with
 // s.mu held, or before s is shared.
 func (s *streamState) open() (err error) {
-	if err := s.m.stream.Admit(s.ctx, &s.adm); err != nil {
+	actx, err := s.call.Admit(s.ctx, &s.adm, s.call.Attempts()+1)
+	if err != nil {
 		return err
 	}
 	opened := false
@@ -135,13 +125,9 @@ func (s *streamState) open() (err error) {
 			s.adm.Abort() // the streamer panicked
 		}
 	}()
-	actx := s.adm.Context()
-	if n := s.attempts.Attempt(); n > 0 {
-		actx = withPreviousAttempts(actx, n)
-	}
 	actx, cancel := context.WithCancel(actx)
 	opts := s.opts
-	if s.replay || s.m.tally != nil {
+	if s.m.ReadsPushback() {
 		s.trailer = nil
 		opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&s.trailer))
 	}
@@ -206,18 +192,10 @@ func (s *streamState) finishLocked(err, aerr error) {
 	if aerr == io.EOF {
 		aerr = nil
 	}
-	switch {
-	case s.m.retry != nil && !s.waiting: // a waiting RecvMsg ends the retry itself
-		s.attempts.Done(aerr)
-	case s.m.tally != nil:
-		a := s.m.tally.Begin(s.ctx)
-		a.Done(aerr)
+	if !s.waiting { // a waiting RecvMsg ends the retry itself
+		s.call.Done(aerr)
 	}
-	if s.stopWatch != nil {
-		s.stopWatch()
-	}
-	s.cancel()
-	s.sent, s.sentBytes = nil, 0
+	s.endLocked(aerr)
 }
 
 func (s *streamState) current() grpc.ClientStream {
@@ -318,9 +296,9 @@ func (cs *clientStream) RecvMsg(msg any) error {
 		// the call again, replaying what was sent, while the policy allows.
 		s.settleLocked(err)
 		for {
-			wait, again := s.attempts.Next(aerr)
+			wait, again := s.call.Next(aerr)
 			if !again {
-				s.endLocked()
+				s.endLocked(err)
 				s.mu.Unlock()
 				return err
 			}
@@ -329,11 +307,11 @@ func (cs *clientStream) RecvMsg(msg any) error {
 			// finish the stream now, and it also cuts the wait short.
 			s.waiting = true
 			s.mu.Unlock()
-			ok := s.attempts.Wait(wait)
+			ok := s.call.Wait(wait)
 			s.mu.Lock()
 			s.waiting = false
 			if !ok || s.done {
-				s.endLocked()
+				s.endLocked(err)
 				s.mu.Unlock()
 				return err
 			}
@@ -347,14 +325,15 @@ func (cs *clientStream) RecvMsg(msg any) error {
 	}
 }
 
-// endLocked ends a stream whose retry policy has already reported the call
-// over.
-func (s *streamState) endLocked() {
+// endLocked ends a stream whose attempt policy has reported the call over:
+// the overall timeout's and the call's events, the contexts.
+func (s *streamState) endLocked(err error) {
 	s.done = true
 	if s.stopWatch != nil {
 		s.stopWatch()
 	}
 	s.cancel()
+	s.call.End(err)
 	s.sent, s.sentBytes = nil, 0
 }
 

@@ -1,10 +1,8 @@
 package grpcmw
 
 import (
-	"context"
 	"errors"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -66,22 +64,6 @@ func (e *RejectionError) GRPCStatus() *status.Status { return e.st }
 // *bulkhead.FullError).
 func (e *RejectionError) Unwrap() error { return e.err }
 
-// rejectionCache keeps the wire error of the last rejection a policy
-// instance made: a breaker shares one *OpenError per state, so while it
-// stays open every rejection reuses one RejectionError.
-type rejectionCache struct {
-	last atomic.Pointer[RejectionError]
-}
-
-func (c *rejectionCache) wrap(err error) error {
-	if last := c.last.Load(); last != nil && last.err == err {
-		return last
-	}
-	r := newRejection(err)
-	c.last.Store(r)
-	return r
-}
-
 func newRejection(err error) *RejectionError {
 	var st *status.Status
 	if r, ok := resilience.AsRejection(err); ok {
@@ -135,63 +117,6 @@ func relayedKind(err error) (resilience.Kind, bool) {
 	return grpcwire.Relayed(st)
 }
 
-// codeOf returns the gRPC code of an attempt's error, and false for an error
-// that carries none (a transport error that is not a status).
-func codeOf(err error) (codes.Code, bool) {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return codes.DeadlineExceeded, true
-	case errors.Is(err, context.Canceled):
-		return codes.Canceled, true
-	}
-	if st, ok := status.FromError(err); ok {
-		return st.Code(), true
-	}
-	return codes.Unknown, false
-}
-
-// classes maps each code to its outcome for a breaker.
-type classes [17]resilience.Outcome
-
-func newClasses(failure, ignored Codes) classes {
-	var c classes
-	for _, x := range failure {
-		c[x] = resilience.Failure
-	}
-	for _, x := range ignored {
-		c[x] = resilience.Ignored
-	}
-	return c
-}
-
-// outcome classifies an attempt's error: a failure code or any error that is
-// not a status is a failure, an ignored code or a local rejection is
-// ignored, every other code (NOT_FOUND…) is a success. A rejection relayed
-// from a downstream meshless is classified by its reason, whatever the
-// configured codes say (resilience.Kind.RelayedOutcome: CIRCUIT_OPEN is a
-// failure of the service that relayed it, the others are ignored).
-func (c *classes) outcome(err error) resilience.Outcome {
-	if err == nil {
-		return resilience.Success
-	}
-	if resilience.IsRejection(err) {
-		return resilience.Ignored
-	}
-	code, ok := codeOf(err)
-	if !ok {
-		return resilience.Failure
-	}
-	if code == codes.Unavailable || code == codes.ResourceExhausted {
-		if k, ok := relayedKind(err); ok {
-			return k.RelayedOutcome()
-		}
-	}
-	if int(code) < len(c) {
-		return c[code]
-	}
-	return resilience.Failure
-}
-
 // pushback reads a server's grpc-retry-pushback-ms trailer (gRFC A6): a
 // delay, or a negative one, which means "do not retry", for a value that is
 // not a plain decimal integer in [0, 2^31-1] ("-1", "+5", " 5", "5.5",
@@ -220,22 +145,6 @@ func pushback(md metadata.MD) (time.Duration, bool) {
 		return -1, true
 	}
 	return time.Duration(ms) * time.Millisecond, true
-}
-
-// pushbackError carries a server's pushback with an attempt's error to the
-// retry policy. It is transparent: status.Code and errors.Is see the error
-// it wraps.
-type pushbackError struct {
-	error
-	delay time.Duration
-}
-
-func (e *pushbackError) Unwrap() error { return e.error }
-
-// GRPCStatus returns the wrapped error's status.
-func (e *pushbackError) GRPCStatus() *status.Status {
-	st, _ := status.FromError(e.error)
-	return st
 }
 
 // timeoutError is a [*timeout.Error] as the caller of a gRPC call sees it:
@@ -268,21 +177,4 @@ func wireError(err error) error {
 		return &timeoutError{te}
 	}
 	return err
-}
-
-// errorType names an error for metrics: the reason of a local rejection in
-// lower case (circuit_open, bulkhead_full…), else the gRPC code's name; ""
-// for nil.
-func errorType(err error) string {
-	if err == nil {
-		return ""
-	}
-	var re *RejectionError
-	if errors.As(err, &re) {
-		if r, ok := resilience.AsRejection(re.err); ok && r.RejectedBy().ErrorType() != "" {
-			return r.RejectedBy().ErrorType()
-		}
-	}
-	code, _ := codeOf(err)
-	return codeName(code)
 }

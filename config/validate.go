@@ -1,4 +1,4 @@
-package grpcmw
+package config
 
 import (
 	"errors"
@@ -11,108 +11,6 @@ import (
 
 	"github.com/meshless/meshless/resilience"
 )
-
-// builtin holds the documented defaults of every key (docs/configuration.md).
-func builtin() Policies {
-	return Policies{
-		CircuitBreaker: &CircuitBreakerSection{
-			Enabled:                               Ptr(true),
-			KeyBy:                                 Ptr(KeyByService),
-			SlidingWindowType:                     Ptr("COUNT_BASED"),
-			SlidingWindowSize:                     Ptr(100),
-			MinimumNumberOfCalls:                  Ptr(20),
-			FailureRateThreshold:                  Ptr(80.0),
-			SlowCallDurationThreshold:             Dur(2 * time.Second),
-			SlowCallRateThreshold:                 Ptr(100.0),
-			WaitDurationInOpenState:               Dur(30 * time.Second),
-			MaxWaitDurationInOpenState:            Dur(5 * time.Minute),
-			PermittedNumberOfCallsInHalfOpenState: Ptr(2),
-			MaxWaitDurationInHalfOpenState:        Dur(0),
-			FailureStatusCodes:                    Codes{codes.Unavailable, codes.Internal, codes.Unknown, codes.DeadlineExceeded, codes.DataLoss},
-			IgnoredStatusCodes:                    Codes{codes.Canceled},
-			Mode:                                  Ptr("NORMAL"),
-		},
-		Retry: &RetrySection{
-			Enabled:              Ptr(true),
-			MaxAttempts:          Ptr(3),
-			InitialBackoff:       Dur(100 * time.Millisecond),
-			MaxBackoff:           Dur(2 * time.Second),
-			BackoffMultiplier:    Ptr(2.0),
-			Jitter:               Ptr(0.2),
-			RetryableStatusCodes: Codes{codes.Unavailable},
-		},
-		Bulkhead: &BulkheadSection{
-			Enabled:            Ptr(true),
-			MaxConcurrentCalls: Ptr(100),
-			MaxWaitDuration:    Dur(0),
-		},
-		Timeout: &TimeoutSection{
-			Enabled:    Ptr(true),
-			PerAttempt: Dur(time.Second),
-			Overall:    Dur(3 * time.Second),
-		},
-		AdaptiveThrottling: builtinThrottling(),
-		// Off unless a level writes it (rateLimiterOn); these are the values
-		// a written section starts from.
-		RateLimiter: &RateLimiterSection{
-			LimitForPeriod:     Ptr(50),
-			LimitRefreshPeriod: Dur(time.Second),
-			TimeoutDuration:    Dur(0),
-		},
-		// Off unless a level writes it (hedgingOn).
-		Hedging: &HedgingSection{
-			MaxAttempts:         Ptr(3),
-			HedgingDelay:        Dur(100 * time.Millisecond),
-			NonFatalStatusCodes: Codes{codes.Unavailable},
-		},
-	}
-}
-
-// The values of circuitBreaker.keyBy.
-const (
-	KeyByService = "service"
-	KeyByMethod  = "method"
-)
-
-// level is one place settings are written: defaults, a service, a method.
-type level struct {
-	path string
-	p    *Policies
-}
-
-// resolve merges levels field by field, the last one winning, over the
-// built-in defaults.
-func resolve(levels ...level) Policies {
-	out := builtin()
-	for _, l := range levels {
-		if l.p != nil {
-			mergeInto(reflect.ValueOf(&out).Elem(), reflect.ValueOf(l.p).Elem())
-		}
-	}
-	return out
-}
-
-// mergeInto copies every set (non-nil) field of src over dst, descending
-// into structs.
-func mergeInto(dst, src reflect.Value) {
-	for i := range src.NumField() {
-		s, d := src.Field(i), dst.Field(i)
-		switch {
-		case s.Kind() == reflect.Pointer && s.Type().Elem().Kind() == reflect.Struct && s.Type().Elem() != durationType:
-			if s.IsNil() {
-				continue
-			}
-			if d.IsNil() {
-				d.Set(reflect.New(s.Type().Elem()))
-			}
-			mergeInto(d.Elem(), s.Elem())
-		case s.Kind() == reflect.Pointer || s.Kind() == reflect.Slice:
-			if !s.IsNil() {
-				d.Set(s)
-			}
-		}
-	}
-}
 
 // setAt returns the path of the most specific level that sets
 // section.key, or fallback.
@@ -152,10 +50,11 @@ func isSet(p *Policies, section, key string) bool {
 }
 
 // Validate checks the whole configuration, every level as it resolves, and
-// returns every problem found, each naming its path. [ParseConfig] and [New]
-// call it.
-func (c *Config) Validate() error {
-	if err := c.validate(nil); err != nil {
+// returns every problem found, each naming its path, in an [*Error]. checks
+// are a transport's own, run first. [Parse] calls it, and so does every
+// transport's constructor.
+func (c *Config) Validate(checks ...Check) error {
+	if err := c.validate(nil, nil, checks); err != nil {
 		return configError(unjoin(err)...)
 	}
 	return nil
@@ -163,21 +62,25 @@ func (c *Config) Validate() error {
 
 // validate checks c. failed lists, per section path, the keys that could
 // not be read from YAML: a problem that involves one of them is not reported
-// again.
-func (c *Config) validate(failed map[string][]string) error {
+// again. lines holds the line of each key read from YAML, for the problems
+// checks report.
+func (c *Config) validate(failed map[string][]string, lines map[string]int, checks []Check) error {
 	var errs []error
 	seen := map[string]bool{}
-	add := func(path, problem string) {
-		e := &PathError{Path: path, Problem: problem}
+	addAt := func(path string, line int, problem string) {
+		e := &PathError{Path: path, Line: line, Problem: problem}
 		if !seen[e.Error()] {
 			seen[e.Error()] = true
 			errs = append(errs, e)
 		}
 	}
-	c.checkOutlier(add)
+	add := func(path, problem string) { addAt(path, 0, problem) }
+	for _, check := range checks {
+		check(c, func(path, problem string) { addAt(path, lines[path], problem) })
+	}
 	c.checkCluster(add)
 	if t := c.RetryThrottling; t != nil && len(failed["retryThrottling"]) == 0 {
-		if _, err := throttleOf(t); err != nil {
+		if _, err := c.Throttling().NewThrottle(); err != nil {
 			var oe *resilience.OptionError
 			for _, e := range unjoin(err) {
 				if errors.As(e, &oe) {
@@ -193,7 +96,7 @@ func (c *Config) validate(failed map[string][]string) error {
 	checkLevel([]level{defaults}, "defaults", failed, add)
 	for _, name := range sortedNames(c.Services) {
 		svc := c.Services[name]
-		spath := join("services", name)
+		spath := Join("services", name)
 		if strings.ContainsAny(name, "/ ") || strings.HasPrefix(name, ".") {
 			add(spath, "want a full service name such as payment.PaymentService")
 		}
@@ -208,7 +111,7 @@ func (c *Config) validate(failed map[string][]string) error {
 		keyBy := *resolve(sl...).CircuitBreaker.KeyBy
 		for _, m := range sortedNames(svc.Methods) {
 			mp := svc.Methods[m]
-			mpath := join(spath+".methods", m)
+			mpath := Join(spath+".methods", m)
 			if strings.ContainsAny(m, "/. ") {
 				add(mpath, "want a method name such as Charge")
 			}
@@ -224,7 +127,7 @@ func (c *Config) validate(failed map[string][]string) error {
 
 func checkKeyBy(v, path string, add func(path, problem string)) {
 	if v != KeyByService && v != KeyByMethod {
-		add(path, fmt.Sprintf("must be service or method, got %q", clip(v)))
+		add(path, fmt.Sprintf("must be service or method, got %q", Clip(v)))
 	}
 }
 
@@ -315,28 +218,28 @@ func checkLevel(levels []level, here string, failed map[string][]string, add fun
 			}
 		}
 	}
-	if _, err := breakerConfig(eff.CircuitBreaker, ""); err != nil {
+	if _, err := BreakerConfig(eff.CircuitBreaker, ""); err != nil {
 		report("circuitBreaker", err)
 	}
 	if err := checkBreakerCodes(eff.CircuitBreaker); err != nil {
 		report("circuitBreaker", err)
 	}
-	if _, err := retryConfig(eff.Retry); err != nil {
+	if _, err := RetryConfig(eff.Retry); err != nil {
 		report("retry", err)
 	}
-	if _, err := bulkheadConfig(eff.Bulkhead, ""); err != nil {
+	if _, err := BulkheadConfig(eff.Bulkhead, ""); err != nil {
 		report("bulkhead", err)
 	}
 	if err := checkTimeouts(eff.Timeout); err != nil {
 		report("timeout", err)
 	}
-	if _, err := throttlerConfig(eff.AdaptiveThrottling, ""); err != nil {
+	if _, err := ThrottlerConfig(eff.AdaptiveThrottling, ""); err != nil {
 		report("adaptiveThrottling", err)
 	}
-	if _, err := rateLimiterConfig(eff.RateLimiter, ""); err != nil {
+	if _, err := RateLimiterConfig(eff.RateLimiter, ""); err != nil {
 		report("rateLimiter", err)
 	}
-	if _, err := hedgeConfig(eff.Hedging); err != nil {
+	if _, err := HedgeConfig(eff.Hedging); err != nil {
 		report("hedging", err)
 	}
 	checkHedging(levels, add)
@@ -348,11 +251,11 @@ func checkBreakerCodes(cb *CircuitBreakerSection) error {
 		if c == codes.OK {
 			errs = append(errs, &PathError{Path: "failureStatusCodes", Problem: "OK cannot be a failure"})
 		}
-		if cb.IgnoredStatusCodes.has(c) {
-			errs = append(errs, &PathError{Path: "ignoredStatusCodes", Problem: codeName(c) + " is also in failureStatusCodes; a code is a failure or ignored, not both"})
+		if cb.IgnoredStatusCodes.Has(c) {
+			errs = append(errs, &PathError{Path: "ignoredStatusCodes", Problem: CodeName(c) + " is also in failureStatusCodes; a code is a failure or ignored, not both"})
 		}
 	}
-	if cb.IgnoredStatusCodes.has(codes.OK) {
+	if cb.IgnoredStatusCodes.Has(codes.OK) {
 		errs = append(errs, &PathError{Path: "ignoredStatusCodes", Problem: "OK cannot be ignored"})
 	}
 	return errors.Join(errs...)
@@ -397,7 +300,7 @@ func formatValue(v any) string {
 		return d.String()
 	}
 	if s, ok := v.(string); ok {
-		return fmt.Sprintf("%q", clip(s))
+		return fmt.Sprintf("%q", Clip(s))
 	}
 	return fmt.Sprint(v)
 }

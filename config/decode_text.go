@@ -1,4 +1,4 @@
-package grpcmw
+package config
 
 import (
 	"fmt"
@@ -53,11 +53,11 @@ func scanBlocks(data []byte, stop int) blockScan {
 		p := ""
 		for _, l := range stack {
 			if l.key != "" {
-				p = join(p, l.key)
+				p = Join(p, l.key)
 			}
 		}
 		if key != "" {
-			p = join(p, key)
+			p = Join(p, key)
 		}
 		return p
 	}
@@ -113,7 +113,7 @@ func scanBlocks(data []byte, stop int) blockScan {
 		case dedented && ind > max(top, 0):
 			what := "this line"
 			if isKey {
-				what = strconv.Quote(clip(key))
+				what = strconv.Quote(Clip(key))
 			}
 			return blockScan{problem: &PathError{Path: orRoot(pathOf(key)), Line: ln, Problem: fmt.Sprintf(
 				"%s is indented %d spaces, which lines up with no key above it (they are indented %s); mind the indentation", what, ind, strings.Join(indents, ", "))}}

@@ -1,4 +1,4 @@
-package grpcmw
+package config
 
 import (
 	"errors"
@@ -9,9 +9,9 @@ import (
 	"github.com/meshless/meshless/retry"
 )
 
-// breakerConfig maps a resolved circuitBreaker section onto the breaker's
+// BreakerConfig maps a resolved circuitBreaker section onto the breaker's
 // Config, once, and checks it.
-func breakerConfig(cb *CircuitBreakerSection, name string) (circuitbreaker.Config, error) {
+func BreakerConfig(cb *CircuitBreakerSection, name string) (circuitbreaker.Config, error) {
 	c := circuitbreaker.DefaultConfig()
 	wt, werr := circuitbreaker.ParseWindowType(*cb.SlidingWindowType)
 	mode, merr := circuitbreaker.ParseMode(*cb.Mode)
@@ -33,9 +33,9 @@ func breakerConfig(cb *CircuitBreakerSection, name string) (circuitbreaker.Confi
 	return c, c.Validate()
 }
 
-// retryConfig maps a resolved retry section onto the policy's Config and
+// RetryConfig maps a resolved retry section onto the policy's Config and
 // checks it, with its status codes.
-func retryConfig(r *RetrySection) (retry.Config, error) {
+func RetryConfig(r *RetrySection) (retry.Config, error) {
 	c := retry.Config{
 		MaxAttempts:       *r.MaxAttempts,
 		InitialBackoff:    r.InitialBackoff.D(),
@@ -47,15 +47,15 @@ func retryConfig(r *RetrySection) (retry.Config, error) {
 	if len(r.RetryableStatusCodes) == 0 {
 		errs = append(errs, &PathError{Path: "retryableStatusCodes", Problem: "must name at least one code (turn retries off with enabled: false or maxAttempts: 1)"})
 	}
-	if r.RetryableStatusCodes.has(0) {
+	if r.RetryableStatusCodes.Has(0) {
 		errs = append(errs, &PathError{Path: "retryableStatusCodes", Problem: "OK cannot be retried"})
 	}
 	return c, errors.Join(errs...)
 }
 
-// bulkheadConfig maps a resolved bulkhead section onto the bulkhead's
+// BulkheadConfig maps a resolved bulkhead section onto the bulkhead's
 // Config and checks it.
-func bulkheadConfig(b *BulkheadSection, name string) (bulkhead.Config, error) {
+func BulkheadConfig(b *BulkheadSection, name string) (bulkhead.Config, error) {
 	c := bulkhead.Config{Name: name, MaxConcurrentCalls: *b.MaxConcurrentCalls, MaxWaitDuration: b.MaxWaitDuration.D()}
 	var errs []error
 	if a := b.Adaptive; a != nil {
@@ -78,36 +78,36 @@ func bulkheadConfig(b *BulkheadSection, name string) (bulkhead.Config, error) {
 	return c, c.Validate()
 }
 
-// throttleSettings is retryThrottling resolved: a comparable value.
-type throttleSettings struct {
-	on                    bool
-	maxTokens, tokenRatio float64
+// RetryThrottling is the retryThrottling section resolved against its
+// defaults: a comparable value. The zero value is throttling off.
+type RetryThrottling struct {
+	On                    bool
+	MaxTokens, TokenRatio float64
 }
 
-// resolveThrottle resolves retryThrottling against its defaults.
-func resolveThrottle(t *RetryThrottlingSection) throttleSettings {
-	s := throttleSettings{on: true, maxTokens: 10, tokenRatio: 0.1}
-	if t != nil {
+// Throttling returns the retryThrottling section resolved.
+func (c *Config) Throttling() RetryThrottling {
+	s := RetryThrottling{On: true, MaxTokens: RetryThrottlingMaxTokens, TokenRatio: RetryThrottlingTokenRatio}
+	if t := c.RetryThrottling; t != nil {
 		if t.Enabled != nil && !*t.Enabled {
-			return throttleSettings{}
+			return RetryThrottling{}
 		}
 		if t.MaxTokens != nil {
-			s.maxTokens = *t.MaxTokens
+			s.MaxTokens = *t.MaxTokens
 		}
 		if t.TokenRatio != nil {
-			s.tokenRatio = *t.TokenRatio
+			s.TokenRatio = *t.TokenRatio
 		}
 	}
 	return s
 }
 
-// throttleOf builds the client's retry throttle; nil when it is off.
-func throttleOf(t *RetryThrottlingSection) (*retry.Throttle, error) {
-	s := resolveThrottle(t)
-	if !s.on {
+// NewThrottle builds the client's retry throttle; nil when it is off.
+func (s RetryThrottling) NewThrottle() (*retry.Throttle, error) {
+	if !s.On {
 		return nil, nil
 	}
-	return retry.NewThrottle(s.maxTokens, s.tokenRatio)
+	return retry.NewThrottle(s.MaxTokens, s.TokenRatio)
 }
 
 func deref(p *int) int {

@@ -1,4 +1,4 @@
-package grpcmw
+package config
 
 import (
 	"bytes"
@@ -34,17 +34,18 @@ const (
 // rootPath names the whole document in a [PathError].
 const rootPath = "(root)"
 
-// ParseConfig parses a YAML (or JSON) configuration strictly: an unknown
-// key, a wrong type or an out-of-range value is an error that names its path,
-// such as
+// Parse parses a YAML (or JSON) configuration strictly: an unknown key, a
+// wrong type or an out-of-range value is an error that names its path, such
+// as
 //
 //	services."payment.PaymentService".circuitBreaker.failureRateThreshold: must be in (0, 100], got 150
 //
-// Every problem found is reported, joined, up to [MaxConfigProblems].
-// Nothing is dropped or clamped. A service or method name that the protobuf
-// descriptors linked into the program contradict is an error too (see
-// docs/grpc.md).
-func ParseConfig(data []byte) (*Config, error) {
+// Every problem found is reported, in an [*Error], up to
+// [MaxConfigProblems]. Nothing is dropped or clamped. checks are a
+// transport's own checks (grpcmw's of service names against the protobuf
+// descriptors linked into the program); their problems carry the line of
+// the key they name.
+func Parse(data []byte, checks ...Check) (*Config, error) {
 	if len(data) > MaxConfigSize {
 		return nil, configError(tooLarge(strconv.Itoa(len(data))))
 	}
@@ -55,12 +56,11 @@ func ParseConfig(data []byte) (*Config, error) {
 	cfg := new(Config)
 	d := &decoder{failed: map[string][]string{}, lines: map[string]int{}}
 	d.document(root, reflect.ValueOf(cfg).Elem())
-	d.checkNames(cfg)
 	// What could not be read is left unset (inherited), so validation of the
 	// rest still finds every other problem; what depends on it is not
 	// reported a second time.
 	errs := d.errs
-	if err := cfg.validate(d.failed); err != nil {
+	if err := cfg.validate(d.failed, d.lines, checks); err != nil {
 		errs = append(errs, unjoin(err)...)
 	}
 	if len(errs) > 0 {
@@ -69,12 +69,30 @@ func ParseConfig(data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-// configError joins errs, at most MaxConfigProblems of them.
+// A Check is a transport's own check of a configuration, run first when the
+// configuration is validated. It reports each problem with report, naming
+// the problem's path (services."a.B".methods.Get) as [PathError] does.
+type Check func(c *Config, report func(path, problem string))
+
+// Error is an invalid configuration: the problems found, each an error that
+// names its path (a [*PathError] for most), at most [MaxConfigProblems] of
+// them and a last one that counts the rest.
+type Error struct {
+	Problems []error
+}
+
+// Error returns the problems, one per line.
+func (e *Error) Error() string { return errors.Join(e.Problems...).Error() }
+
+// Unwrap returns the problems.
+func (e *Error) Unwrap() []error { return e.Problems }
+
+// configError returns the problems errs, at most MaxConfigProblems of them.
 func configError(errs ...error) error {
 	if n := len(errs) - MaxConfigProblems; n > 0 {
 		errs = append(errs[:MaxConfigProblems:MaxConfigProblems], fmt.Errorf("and %d more problems", n))
 	}
-	return fmt.Errorf("grpcmw: config: %w", errors.Join(errs...))
+	return &Error{Problems: errs}
 }
 
 func tooLarge(size string) error {
@@ -257,7 +275,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) bool {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		kp := join(path, k.Value)
+		kp := Join(path, k.Value)
 		if !d.count(k, kp) {
 			return true
 		}
@@ -323,7 +341,7 @@ func (d *decoder) keyed(n *yaml.Node, path string, v reflect.Value) bool {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		kp := join(path, k.Value)
+		kp := Join(path, k.Value)
 		if !d.count(k, kp) {
 			return true
 		}
@@ -353,7 +371,7 @@ func (d *decoder) duration(n *yaml.Node, path string, v reflect.Value) bool {
 	}
 	dur, err := time.ParseDuration(n.Value)
 	if err != nil {
-		d.fail(n, path, "want a duration such as 100ms or 2s, got %q", clip(n.Value))
+		d.fail(n, path, "want a duration such as 100ms or 2s, got %q", Clip(n.Value))
 		return false
 	}
 	v.SetInt(int64(dur))
@@ -418,10 +436,11 @@ func sortedKeys(m map[string]reflect.Value) []string {
 	return ks
 }
 
-// join appends key to a path, quoting keys that are not plain words
-// (service names have dots).
-func join(path, key string) string {
-	key = clip(key)
+// Join appends key to a configuration path, as [PathError] paths are
+// written: keys that are not plain words (service names have dots) are
+// quoted, and long keys clipped.
+func Join(path, key string) string {
+	key = Clip(key)
 	if !plain(key) {
 		key = strconv.Quote(key)
 	}
@@ -452,9 +471,9 @@ func show(n *yaml.Node) string {
 		return "a list"
 	case yaml.ScalarNode:
 		if n.Tag == "!!str" {
-			return strconv.Quote(clip(n.Value))
+			return strconv.Quote(Clip(n.Value))
 		}
-		return clip(n.Value)
+		return Clip(n.Value)
 	}
 	return "nothing"
 }
@@ -462,8 +481,9 @@ func show(n *yaml.Node) string {
 // maxShown is how many runes of a key or value a message shows.
 const maxShown = 64
 
-// clip shortens s to maxShown runes, marking the cut with "…".
-func clip(s string) string {
+// Clip shortens s, a key or value for a message, to 64 runes, marking the
+// cut with "…".
+func Clip(s string) string {
 	r := 0
 	for i := range s {
 		if r == maxShown {
@@ -474,6 +494,6 @@ func clip(s string) string {
 	return s
 }
 
-// Marshal returns the configuration as YAML that [ParseConfig] reads back
-// to the same configuration.
+// Marshal returns the configuration as YAML that [Parse] reads back to the
+// same configuration.
 func (c *Config) Marshal() ([]byte, error) { return yaml.Marshal(c) }

@@ -1,0 +1,111 @@
+package config
+
+import (
+	"time"
+
+	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/ratelimiter"
+	"github.com/meshless/meshless/retry"
+	"github.com/meshless/meshless/throttler"
+)
+
+// Method is one method's settings, resolved level by level (built-in
+// defaults → defaults → service → method, field by field) and mapped onto
+// each policy's typed Config: what a transport's engine builds a method's
+// policies from. A nil Config is a policy that is off.
+type Method struct {
+	// Service and Name are the method's service and short name, as the
+	// configuration writes them ("payment.PaymentService", "Charge").
+	Service, Name string
+	// Key names the policies the method shares with the other methods of
+	// its key: the service ("pkg.Svc") with circuitBreaker.keyBy: service,
+	// the method ("pkg.Svc/Method") with keyBy: method. The breaker,
+	// bulkhead, adaptive throttler and rate limiter are kept by key.
+	Key string
+
+	Breaker     *circuitbreaker.Config
+	Bulkhead    *bulkhead.Config
+	Throttler   *throttler.Config
+	RateLimiter *ratelimiter.Config
+	// FailureCodes and IgnoredCodes classify the method's attempts for the
+	// breaker (the method's own level may set them under keyBy: service).
+	FailureCodes, IgnoredCodes Codes
+
+	// Retry is nil when the method makes one attempt (retry off, or
+	// maxAttempts 1) or hedges. RetryableCodes are also what a failure is
+	// for the retry throttle when the method does not retry.
+	Retry          *retry.Config
+	RetryableCodes Codes
+	// Hedge is set when the method hedges, in retry's place.
+	Hedge         *retry.HedgeConfig
+	NonFatalCodes Codes
+
+	// PerAttempt and Overall are the method's timeouts (0: none).
+	PerAttempt, Overall time.Duration
+	// StreamPerAttempt and StreamOverall are a stream's: only what the
+	// method's own level writes (a stream often lives far longer than a
+	// unary call).
+	StreamPerAttempt, StreamOverall time.Duration
+}
+
+// Method resolves the settings of method name of service svc, which need not
+// be named by the configuration (the defaults, or its service's settings,
+// apply). The configuration must be valid ([Config.Validate]).
+func (c *Config) Method(svc, name string) Method {
+	var sp, mp *Policies
+	spath, mpath := Join("services", svc), ""
+	if s := c.Services[svc]; s != nil {
+		sp = &s.Policies
+		mp = s.Methods[name]
+		mpath = Join(spath+".methods", name)
+	}
+	svcEff := resolve(level{"defaults", &c.Defaults}, level{spath, sp})
+	eff := resolve(level{"defaults", &c.Defaults}, level{spath, sp}, level{mpath, mp})
+	m := Method{Service: svc, Name: name, Key: svc}
+	shared, sharedLevels := svcEff, []*Policies{&c.Defaults, sp}
+	if *svcEff.CircuitBreaker.KeyBy == KeyByMethod {
+		m.Key, shared, sharedLevels = svc+"/"+name, eff, append(sharedLevels, mp)
+	}
+	if cb := shared.CircuitBreaker; *cb.Enabled {
+		cfg, _ := BreakerConfig(cb, m.Key) // validated with the configuration
+		m.Breaker = &cfg
+	}
+	m.FailureCodes, m.IgnoredCodes = eff.CircuitBreaker.FailureStatusCodes, eff.CircuitBreaker.IgnoredStatusCodes
+	if bh := shared.Bulkhead; *bh.Enabled {
+		cfg, _ := BulkheadConfig(bh, m.Key)
+		m.Bulkhead = &cfg
+	}
+	if at := shared.AdaptiveThrottling; *at.Enabled {
+		cfg, _ := ThrottlerConfig(at, m.Key)
+		m.Throttler = &cfg
+	}
+	if rateLimiterOn(sharedLevels...) {
+		cfg, _ := RateLimiterConfig(shared.RateLimiter, m.Key)
+		m.RateLimiter = &cfg
+	}
+	r := eff.Retry
+	m.RetryableCodes = r.RetryableStatusCodes
+	switch {
+	case hedgingOn(&c.Defaults, sp, mp):
+		cfg, _ := HedgeConfig(eff.Hedging)
+		cfg.Name = svc + "/" + name
+		m.Hedge, m.NonFatalCodes = &cfg, eff.Hedging.NonFatalStatusCodes
+	case *r.Enabled && *r.MaxAttempts > 1:
+		cfg, _ := RetryConfig(r)
+		cfg.Name = svc + "/" + name
+		m.Retry = &cfg
+	}
+	if t := eff.Timeout; *t.Enabled {
+		m.PerAttempt, m.Overall = t.PerAttempt.D(), t.Overall.D()
+		if mp != nil && mp.Timeout != nil {
+			if mp.Timeout.Overall != nil {
+				m.StreamOverall = mp.Timeout.Overall.D()
+			}
+			if mp.Timeout.PerAttempt != nil {
+				m.StreamPerAttempt = mp.Timeout.PerAttempt.D()
+			}
+		}
+	}
+	return m
+}

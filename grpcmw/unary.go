@@ -1,0 +1,153 @@
+package grpcmw
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/meshless/meshless/internal/engine"
+	"github.com/meshless/meshless/retry"
+)
+
+// UnaryClientInterceptor returns the interceptor for unary calls.
+func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, fullMethod string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		m := c.lookup(fullMethod)
+		u := unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts,
+			pushback: m.ReadsPushback()}
+		if !m.Hedges() {
+			_, err := m.Run(ctx, &u)
+			return err
+		}
+		return u.hedged(ctx, m)
+	}
+}
+
+// DialOptions returns the dial options that install the chain's
+// interceptors and, when the configuration has outlierDetection or
+// healthCheck, the default service config that installs the meshless_outlier
+// balancer and gRPC's client-side health checking (docs/outlier.md). A
+// service config from the resolver (DNS TXT, xDS) overrides the default one
+// unless the connection also has grpc.WithDisableServiceConfig.
+func (c *Chain) DialOptions() []grpc.DialOption {
+	opts := []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
+		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
+	}
+	sc, _ := c.dialServiceConfig() // validated with the config
+	return append(opts, sc...)
+}
+
+type unaryCall struct {
+	fullMethod string
+	req, reply any
+	cc         *grpc.ClientConn
+	invoker    grpc.UnaryInvoker
+	opts       []grpc.CallOption
+	pushback   bool // the method's attempt policy reads the server's pushback
+	// copies are a hedged call's, each with its own results; mt is the
+	// reply's type, for the copies after the first.
+	copies *[retry.MaxHedgedAttempts]hedgeCopy
+	mt     protoreflect.MessageType
+	copts  []grpc.CallOption // the caller's options less header, trailer and peer
+	peer   bool
+}
+
+// hedgeCopy is one hedged copy's own results: gRPC writes each into it, and
+// the winner's are copied to the caller's after every copy has returned.
+type hedgeCopy struct {
+	reply           proto.Message
+	header, trailer metadata.MD
+	peer            peer.Peer
+}
+
+// Attempt makes attempt n of the call. It reads the server's pushback from
+// the trailer for the retry policy (gRFC A6).
+func (u *unaryCall) Attempt(ctx context.Context, n int) error {
+	if u.copies != nil {
+		return u.copy(ctx, n)
+	}
+	if !u.pushback {
+		return u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.opts...)
+	}
+	var md metadata.MD
+	opts := append(u.opts[:len(u.opts):len(u.opts)], grpc.Trailer(&md))
+	return withPushback(u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...), md)
+}
+
+// withPushback attaches the pushback of an attempt's trailer to its error.
+func withPushback(err error, trailer metadata.MD) error {
+	if err == nil {
+		return nil
+	}
+	if d, ok := pushback(trailer); ok {
+		return engine.WithPushback(err, d)
+	}
+	return err
+}
+
+// hedged runs a unary call under the method's hedging policy: each copy is
+// one attempt through the gates (breaker, rate limiter, bulkhead, attempt
+// timeout), with its own reply, header, trailer and peer, so that copies
+// never write to the same place; the winner's are the caller's.
+func (u *unaryCall) hedged(ctx context.Context, m *engine.Method) error {
+	msg, ok := u.reply.(proto.Message)
+	if !ok {
+		// A reply this package cannot copy (another codec): one attempt.
+		return m.RunOnce(ctx, u)
+	}
+	var header, trailer *metadata.MD
+	var pr *peer.Peer
+	u.copts = make([]grpc.CallOption, 0, len(u.opts)+3)
+	for _, o := range u.opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			header = o.HeaderAddr
+		case grpc.TrailerCallOption:
+			trailer = o.TrailerAddr
+		case grpc.PeerCallOption:
+			pr = o.PeerAddr
+		default:
+			u.copts = append(u.copts, o)
+		}
+	}
+	u.copies, u.peer = new([retry.MaxHedgedAttempts]hedgeCopy), pr != nil
+	// The type, read before any copy runs: copy 1 writes into msg.
+	u.mt = msg.ProtoReflect().Type()
+	u.copies[0].reply = msg
+	n, err := m.Run(ctx, u)
+	if n > 0 {
+		w := &u.copies[n-1]
+		if n > 1 && err == nil {
+			proto.Reset(msg)
+			proto.Merge(msg, w.reply)
+		}
+		if header != nil {
+			*header = w.header
+		}
+		if trailer != nil {
+			*trailer = w.trailer
+		}
+		if pr != nil {
+			*pr = w.peer
+		}
+	}
+	return err
+}
+
+// copy is hedged copy n, with its own results.
+func (u *unaryCall) copy(ctx context.Context, n int) error {
+	c := &u.copies[n-1]
+	if c.reply == nil {
+		c.reply = u.mt.New().Interface()
+	}
+	opts := append(u.copts[:len(u.copts):len(u.copts)], grpc.Header(&c.header), grpc.Trailer(&c.trailer))
+	if u.peer {
+		opts = append(opts, grpc.Peer(&c.peer))
+	}
+	return withPushback(u.invoker(ctx, u.fullMethod, u.req, c.reply, u.cc, opts...), c.trailer)
+}

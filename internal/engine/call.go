@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/retry"
+	"github.com/meshless/meshless/throttler"
+	"github.com/meshless/meshless/timeout"
+)
+
+// Call is one logical call in progress, in the order of order.go: its
+// overall timeout, its attempt policy's state (retry, or budget counting
+// only), and the pipeline its attempts go through. [Method.Run] drives a
+// unary call with it; a stream drives it step by step: [Method.Begin], then
+// for each attempt [Call.Admit] and, on its failure, [Call.Next] and
+// [Call.Wait]; [Call.Done] when the call can no longer be retried; and
+// [Call.End], once, with the error the call ends with.
+//
+// A Call is used by one goroutine at a time (a stream holds its lock).
+type Call struct {
+	m       *Method
+	caller  context.Context // the caller's context
+	ctx     context.Context // bounded by the overall timeout
+	overall *timeout.Timeout
+	permit  resilience.Permit // the overall timeout's
+	p       *resilience.Pipeline
+	att     retry.Attempts
+	hasAtt  bool
+	start   time.Time
+}
+
+// Begin starts a call: a stream's when stream is set (its per-attempt and
+// overall timeouts are its method level's own), else a unary call's. The
+// overall deadline is set now, so it bounds everything the call does: local
+// queues, attempts and backoffs.
+func (m *Method) Begin(ctx context.Context, stream bool) Call {
+	c := Call{m: m, caller: ctx, ctx: ctx, overall: m.overall, p: m.unary}
+	if stream {
+		c.overall, c.p = m.sOverall, m.stream
+	}
+	if c.overall != nil || m.call != nil {
+		c.start = time.Now()
+	}
+	if c.overall != nil {
+		c.ctx, c.permit, _ = c.overall.Enter(ctx) // a timeout never refuses
+	}
+	if m.attempts != nil {
+		c.att, c.hasAtt = m.attempts.Begin(c.ctx), true
+	}
+	return c
+}
+
+// Context returns the call's context: the caller's, bounded by the overall
+// timeout.
+func (c *Call) Context() context.Context { return c.ctx }
+
+// Attempts returns the number of attempts reported to [Call.Next] so far.
+func (c *Call) Attempts() int {
+	if !c.hasAtt {
+		return 0
+	}
+	return c.att.Attempt()
+}
+
+// Admit admits attempt n (from 1) through the gates, with ctx (the call's
+// context, or a hedged copy's), and returns the context the attempt runs
+// with, marked as following n-1 attempts. On a refusal a holds nothing;
+// otherwise end the attempt with a.Done, and defer a.Abort so that a panic
+// gives every permit back.
+func (c *Call) Admit(ctx context.Context, a *resilience.Admission, n int) (context.Context, error) {
+	if err := c.p.Admit(ctx, a); err != nil {
+		return ctx, err
+	}
+	actx := a.Context()
+	if n > 1 {
+		actx = c.m.e.t.Mark(actx, n-1)
+	}
+	return actx, nil
+}
+
+// Next reports a failed attempt's result to the attempt policy: true and
+// the wait before the next attempt when it retries. A method that does not
+// retry only counts the attempt in the retry budget.
+func (c *Call) Next(err error) (time.Duration, bool) {
+	if !c.hasAtt {
+		return 0, false
+	}
+	return c.att.Next(err)
+}
+
+// Wait sleeps a backoff; false when the call's context ended first (the
+// call is then over for the attempt policy).
+func (c *Call) Wait(d time.Duration) bool { return c.att.Wait(d) }
+
+// Done reports the result of the call's last attempt when it can no longer
+// be retried (a stream that committed), and ends the attempt policy's call.
+// It does nothing once the policy has ended it. Call it before the call's
+// context ends: a done context moves no retry-budget token.
+func (c *Call) Done(err error) {
+	if c.hasAtt {
+		c.att.Done(err)
+	}
+}
+
+// End ends the call with err: the overall timeout reports it (and marks
+// the errors its own deadline caused), the per-call event is recorded, and
+// the error is returned as the caller sees it. Call it once.
+func (c *Call) End(err error) error {
+	err = WithoutPushback(err)
+	if c.overall != nil {
+		err = c.overall.Exit(c.caller, c.permit, resilience.Result{Err: err, Duration: time.Since(c.start)})
+	}
+	err = c.m.e.t.Final(err)
+	if c.m.call != nil {
+		c.m.call.Record(c.caller, resilience.Event{Type: resilience.EventCall, Duration: time.Since(c.start), Err: err,
+			Outcome: c.m.classes.outcome(err), ErrorType: c.m.classes.errorType(err)})
+	}
+	return err
+}
+
+// Run runs one unary call through the method's policies: the attempt policy
+// calls a once per attempt — retries one after another, hedged copies
+// concurrently — each admitted by the gates. It returns the number of the
+// attempt whose result the call returns (0 when none ran) and the call's
+// error as the caller sees it.
+func (m *Method) Run(ctx context.Context, a Attempt) (int, error) {
+	if m.hedge != nil {
+		return m.runHedged(ctx, a)
+	}
+	c := m.Begin(ctx, false)
+	n, err := c.retried(a)
+	return n, c.End(err)
+}
+
+// runHedged is Run for a method that hedges: its copies run concurrently,
+// so its Call lives on the heap (Run's stays on the stack).
+func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
+	c := m.Begin(ctx, false)
+	n, err := m.hedge.Run(c.ctx, func(ctx context.Context, n int) error { return c.attempt(ctx, a, n) })
+	return n, c.End(err)
+}
+
+// RunOnce runs a unary call that can make one attempt only (a hedging
+// method's call whose copies the transport cannot keep apart): the overall
+// timeout, the gates and the attempt.
+func (m *Method) RunOnce(ctx context.Context, a Attempt) error {
+	c := m.Begin(ctx, false)
+	return c.End(c.attempt(c.ctx, a, 1))
+}
+
+// retried runs the attempts while the attempt policy allows. Every attempt
+// after the first is marked (Transport.Mark).
+func (c *Call) retried(a Attempt) (int, error) {
+	var last error
+	for n := 1; ; n++ {
+		err := c.attempt(c.ctx, a, n)
+		wait, again := c.Next(err)
+		if !again || !c.att.Wait(wait) {
+			if last != nil && errors.Is(err, throttler.ErrThrottled) {
+				// A retry the throttler held back: the caller gets what the
+				// backend said, as for a retry the token bucket held back.
+				return n - 1, last
+			}
+			return n, err
+		}
+		last = err
+	}
+}
+
+// attempt is attempt n through the gates.
+func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
+	var adm resilience.Admission
+	actx, err := c.Admit(ctx, &adm, n)
+	if err != nil {
+		return err
+	}
+	defer adm.Abort() // a panicking attempt gives its permits back
+	return adm.Done(a.Attempt(actx, n))
+}
+
+// Hedge runs the copies of a hedged call (a stream's) under ctx (the
+// call's context or one derived from it): fn makes copy n, admitting it
+// itself with [Call.Admit] (a stream's copy holds its permits past fn when
+// it is committed). It returns the winning copy's number (0 when none won)
+// and its error.
+func (c *Call) Hedge(ctx context.Context, fn func(ctx context.Context, n int) error) (int, error) {
+	return c.m.hedge.Run(ctx, fn)
+}
+
+// Serve runs a server's call through the method's gates (its bulkhead and
+// rate limiter) and reports whether the gates refused it.
+func (m *Method) Serve(ctx context.Context, fn func(ctx context.Context) error) (err error, refused bool) {
+	if m.unary.Len() == 0 {
+		return fn(ctx), false
+	}
+	var adm resilience.Admission
+	if err := m.unary.Admit(ctx, &adm); err != nil {
+		return err, true
+	}
+	defer adm.Abort() // a panicking handler gives its permits back
+	return adm.Done(fn(adm.Context())), false
+}
+
+// ServeStream is [Method.Serve] for a stream's handler.
+func (m *Method) ServeStream(ctx context.Context, fn func() error) (err error, refused bool) {
+	if m.stream.Len() == 0 {
+		return fn(), false
+	}
+	var adm resilience.Admission
+	if err := m.stream.Admit(ctx, &adm); err != nil {
+		return err, true
+	}
+	defer adm.Abort()
+	return adm.Done(fn()), false
+}
+
+// timeoutOf returns the timeout error in err's chain.
+func timeoutOf(err error) (*timeout.Error, bool) {
+	var te *timeout.Error
+	ok := errors.As(err, &te)
+	return te, ok
+}

@@ -1,0 +1,251 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/cluster"
+	"github.com/meshless/meshless/config"
+	"github.com/meshless/meshless/ratelimiter"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/retry"
+)
+
+// Options are an engine's collaborators and bounds; the transport fills
+// them from its own options.
+type Options struct {
+	Observer resilience.Observer
+	Clock    resilience.Clock // the system clock when nil
+	// MaxKeys bounds the keys the engine keeps policies for; past it, keys
+	// share their fallback entry ([Other]).
+	MaxKeys int
+	// Redis and ClusterListener serve the cluster section (see package
+	// cluster); Redis nil dials cluster.redis.
+	Redis           redis.UniversalClient
+	ClusterListener cluster.Listener
+	// ServerSide builds a server's policies: the bulkhead and the rate
+	// limiter of each key, nothing else (no breaker, retry, throttler or
+	// timeout: those protect a client from its backend).
+	ServerSide bool
+}
+
+// Engine keeps one client's (or server's) policies, per key, as its
+// configuration resolves them, and runs calls through them in the one
+// order (see the package documentation). It is safe for concurrent use.
+type Engine struct {
+	t    Transport
+	opts Options
+	// cluster and ownRedis: see startCluster.
+	cluster  *cluster.Cluster
+	ownRedis redis.UniversalClient
+	mu       sync.Mutex // serialises Reload, Close and a key's first call
+	state    atomic.Pointer[state]
+}
+
+// state is one configuration's resolved policies. Reload replaces it whole;
+// the policies of keys whose settings did not change are carried over.
+type state struct {
+	cfg        *config.Config
+	throttle   *retry.Throttle
+	throttling config.RetryThrottling
+	methods    *methodTable
+	// The shared policies by key ("pkg.Svc" or "pkg.Svc/Method"), under
+	// Engine.mu.
+	breakers   map[string]*breakerEntry
+	bulkheads  map[string]*bulkheadEntry
+	throttlers map[string]*throttlerEntry
+	limiters   map[string]*limiterEntry
+}
+
+// New returns an engine for cfg, which the transport has validated (a nil
+// cfg is every default), and starts its cluster when cfg has one.
+func New(cfg *config.Config, t Transport, opts Options) (*Engine, error) {
+	if opts.Clock == nil {
+		opts.Clock = resilience.SystemClock()
+	}
+	if opts.MaxKeys < 1 {
+		return nil, fmt.Errorf("must be at least 1, got %d", opts.MaxKeys)
+	}
+	e := &Engine{t: t, opts: opts}
+	st, err := e.newState(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	e.state.Store(st)
+	if err := e.startCluster(st.cfg); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) newState(cfg *config.Config, old *state) (*state, error) {
+	if cfg == nil {
+		cfg = new(config.Config)
+	}
+	st := &state{cfg: cfg, throttling: cfg.Throttling(), methods: newMethodTable(),
+		breakers: map[string]*breakerEntry{}, bulkheads: map[string]*bulkheadEntry{},
+		throttlers: map[string]*throttlerEntry{}, limiters: map[string]*limiterEntry{}}
+	th, err := st.throttling.NewThrottle()
+	if err != nil {
+		return nil, err
+	}
+	st.throttle = th
+	if old != nil {
+		if old.throttle != nil && th != nil && old.throttling == st.throttling {
+			st.throttle = old.throttle // unchanged settings: keep the tokens across reloads
+		}
+		for k, be := range old.breakers {
+			st.breakers[k] = &breakerEntry{b: be.b, cfg: be.cfg, gate: be.gate, kept: true}
+		}
+		for k, be := range old.bulkheads {
+			st.bulkheads[k] = be
+		}
+		for k, te := range old.throttlers {
+			st.throttlers[k] = te
+		}
+		for k, le := range old.limiters {
+			st.limiters[k] = le
+		}
+	}
+	return st, nil
+}
+
+// Config returns the configuration in force.
+func (e *Engine) Config() *config.Config { return e.state.Load().cfg }
+
+// Throttle returns the client's retry throttle, or nil when retryThrottling
+// is off.
+func (e *Engine) Throttle() *retry.Throttle { return e.state.Load().throttle }
+
+// Cluster returns the engine's cluster, or nil without a cluster section
+// (or on a server).
+func (e *Engine) Cluster() *cluster.Cluster { return e.cluster }
+
+// ErrClusterReload is Reload's error when the cluster section changed.
+var ErrClusterReload = errors.New("the cluster section is read when the chain is built: build a new chain to change it")
+
+// Reload replaces the configuration, which the transport has validated,
+// atomically: the next calls resolve their policies from the new one. A
+// breaker whose window (type and size) did not change is kept, with its
+// state and counts, and takes its new thresholds at once; a bulkhead, rate
+// limiter or throttler whose settings did not change is kept; retry
+// throttling keeps its tokens when its settings did not change. The
+// cluster section cannot change ([ErrClusterReload]).
+func (e *Engine) Reload(cfg *config.Config) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.state.Load()
+	st, err := e.newState(cfg, old)
+	if err != nil {
+		return err
+	}
+	if !e.opts.ServerSide && !config.SameCluster(old.cfg, st.cfg) {
+		return ErrClusterReload
+	}
+	e.state.Store(st)
+	return nil
+}
+
+// Close releases what the engine holds beyond its calls: its cluster (and
+// the Redis client it dialled), each breaker's timer, and the observer
+// gauges of its breakers and bulkheads. Calls in flight finish.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cluster != nil {
+		e.cluster.Close() // first: it stops touching the breakers
+		if e.ownRedis != nil {
+			_ = e.ownRedis.Close()
+		}
+	}
+	st := e.state.Load()
+	for _, be := range st.breakers {
+		be.b.Close()
+	}
+	for _, be := range st.bulkheads {
+		be.b.Close()
+	}
+}
+
+// Breaker returns the breaker of key, once a call has created it.
+func (e *Engine) Breaker(key string) (*circuitbreaker.Breaker, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	be, ok := e.state.Load().breakers[key]
+	if !ok {
+		return nil, false
+	}
+	return be.b, true
+}
+
+// Bulkhead returns the bulkhead of key, once a call has created it.
+func (e *Engine) Bulkhead(key string) (*bulkhead.Bulkhead, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	be, ok := e.state.Load().bulkheads[key]
+	if !ok {
+		return nil, false
+	}
+	return be.b, true
+}
+
+// Limiter returns the rate limiter of key, once a call has created it.
+func (e *Engine) Limiter(key string) (*ratelimiter.Limiter, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	le, ok := e.state.Load().limiters[key]
+	if !ok {
+		return nil, false
+	}
+	return le.l, true
+}
+
+// Keys returns how many entries the method table holds.
+func (e *Engine) Keys() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state.Load().methods.n
+}
+
+// Lookup returns the policy set of key (a gRPC full method name). After
+// its first call it takes no lock and allocates nothing. On a key's first
+// call, names tells the settings it resolves to: its group and name in the
+// configuration (service and method), and whether the key is known (named
+// by the configuration, or vouched for by the transport). A key that is not
+// known, or past the bound, gets its group's [Other] entry when the
+// configuration names its group, else the defaults' ("_OTHER/_OTHER").
+func (e *Engine) Lookup(key string, names func(cfg *config.Config) (group, name string, known bool)) *Method {
+	st := e.state.Load()
+	if m, ok := st.methods.load(key); ok {
+		return m
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st = e.state.Load()
+	if m, ok := st.methods.loadLocked(key); ok {
+		return m
+	}
+	group, name, known := names(st.cfg)
+	if known && st.methods.n < e.opts.MaxKeys {
+		m := e.build(st, group, name)
+		st.methods.storeLocked(key, m)
+		return m
+	}
+	// Unknown, malformed, or past the bound: the fallback entry, made once.
+	if st.cfg.Services[group] == nil {
+		group = Other
+	}
+	fallback := "/" + group + "/" + Other
+	if m, ok := st.methods.loadLocked(fallback); ok {
+		return m
+	}
+	m := e.build(st, group, Other)
+	st.methods.storeLocked(fallback, m) // at most one per configured group, and one more
+	return m
+}

@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/throttler"
+)
+
+// wired is a gate whose refusals reach the caller as its transport's
+// rejection errors. It keeps the wire error of the last refusal: a policy
+// returns one error value per kind of refusal (a breaker one per state), so
+// while it keeps refusing, every refusal reuses one wire error and refusing
+// does not allocate.
+type wired struct {
+	g    resilience.Gate
+	t    Transport
+	last atomic.Pointer[wiredRefusal]
+}
+
+type wiredRefusal struct{ err, wire error }
+
+func (w *wired) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	ctx, p, err := w.g.Enter(ctx)
+	if err != nil {
+		return ctx, p, w.wire(err)
+	}
+	return ctx, p, nil
+}
+
+func (w *wired) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
+	return w.g.Exit(ctx, p, r)
+}
+
+func (w *wired) wire(err error) error {
+	if last := w.last.Load(); last != nil && last.err == err {
+		return last.wire
+	}
+	r := &wiredRefusal{err: err, wire: w.t.Rejection(err)}
+	w.last.Store(r)
+	return r.wire
+}
+
+// wiredEarly is a wired gate that may exit early (a breaker: a half-open
+// probe takes a stream's first response as its verdict).
+type wiredEarly struct {
+	wired
+	early resilience.EarlyGate
+}
+
+func (w *wiredEarly) Commit(ctx context.Context, p resilience.Permit, r resilience.Result) bool {
+	return w.early.Commit(ctx, p, r)
+}
+
+func wire(g resilience.Gate, t Transport) resilience.Gate {
+	if e, ok := g.(resilience.EarlyGate); ok {
+		return &wiredEarly{wired: wired{g: g, t: t}, early: e}
+	}
+	return &wired{g: g, t: t}
+}
+
+// throttleGate is the adaptive throttler beside the circuit breaker of the
+// same key. While the breaker is not closed (open, half-open: it already
+// holds the calls back, and lets its probes through to learn whether the
+// backend is back) the throttler stands aside: it admits the attempt and
+// counts nothing. When the breaker closes again, its probes having passed,
+// the throttler starts afresh: it does not hold back, as after an overload,
+// a backend the probes just showed healthy.
+type throttleGate struct {
+	t          *throttler.Throttler
+	breaker    *circuitbreaker.Breaker // nil when the key has none
+	stoodAside atomic.Bool
+}
+
+func (g *throttleGate) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	if g.breaker != nil {
+		if s := g.breaker.State(); s == circuitbreaker.StateOpen || s == circuitbreaker.StateHalfOpen || s == circuitbreaker.StateForcedOpen {
+			g.stoodAside.Store(true)
+			return ctx, resilience.Permit{}, nil
+		}
+		if g.stoodAside.Load() && g.stoodAside.CompareAndSwap(true, false) {
+			g.t.Reset()
+		}
+	}
+	return g.t.Enter(ctx)
+}
+
+func (g *throttleGate) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
+	return g.t.Exit(ctx, p, r)
+}

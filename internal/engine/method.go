@@ -1,0 +1,269 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/config"
+	"github.com/meshless/meshless/ratelimiter"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/retry"
+	"github.com/meshless/meshless/throttler"
+	"github.com/meshless/meshless/timeout"
+)
+
+// Method is one key's resolved policy set, immutable once built; nil fields
+// are switched off.
+type Method struct {
+	e    *Engine
+	name string              // "pkg.Svc/Method", for observers
+	call resilience.Recorder // the logical call's events (KindCall); nil without an observer
+	// Settings is what the configuration resolved the key to.
+	Settings config.Method
+
+	classes  classes
+	overall  *timeout.Timeout // unary calls'
+	sOverall *timeout.Timeout // streams'
+	// attempts is the method's attempt policy: its retry, or, for a method
+	// that neither retries nor hedges, a one-attempt policy that moves the
+	// client's retry throttle (gRFC A6 counts every RPC). Nil when neither.
+	attempts  *retry.Retry
+	retries   bool // attempts may retry (a stream then keeps what it sent)
+	retryable matcher
+	hedge     *retry.Hedge // in retry's place when the method hedges
+	nonFatal  matcher
+	// The attempt pipelines: unary calls and streams differ only in their
+	// per-attempt timeout (a stream takes only its method's own).
+	unary, stream *resilience.Pipeline
+	breaker       *circuitbreaker.Breaker
+	bulkhead      *bulkhead.Bulkhead
+	limiter       *ratelimiter.Limiter
+}
+
+// Name returns the method's name for observers: "pkg.Svc/Method".
+func (m *Method) Name() string { return m.name }
+
+// Retries reports whether a call may make more than one attempt one after
+// another (a stream then keeps what it sent, to replay it).
+func (m *Method) Retries() bool { return m.retries }
+
+// ReadsPushback reports whether the method's attempt policy reads the
+// server's pushback (engine.WithPushback): it retries, hedges or counts its
+// calls in the retry budget.
+func (m *Method) ReadsPushback() bool { return m.attempts != nil || m.hedge != nil }
+
+// Hedges reports whether the method hedges.
+func (m *Method) Hedges() bool { return m.hedge != nil }
+
+// Breaker returns the method's circuit breaker, nil when it has none.
+func (m *Method) Breaker() *circuitbreaker.Breaker { return m.breaker }
+
+// Bulkhead returns the method's bulkhead, nil when it has none.
+func (m *Method) Bulkhead() *bulkhead.Bulkhead { return m.bulkhead }
+
+type breakerEntry struct {
+	b    *circuitbreaker.Breaker
+	cfg  circuitbreaker.Config // the configuration it was built from
+	gate resilience.Gate
+	kept bool // carried over by Reload
+}
+
+type bulkheadEntry struct {
+	b    *bulkhead.Bulkhead
+	cfg  bulkhead.Config
+	gate resilience.Gate
+}
+
+type throttlerEntry struct {
+	cfg     throttler.Config
+	breaker *circuitbreaker.Breaker
+	gate    resilience.Gate
+}
+
+type limiterEntry struct {
+	l    *ratelimiter.Limiter
+	cfg  ratelimiter.Config
+	gate resilience.Gate
+}
+
+// build resolves one method's policies. Called with e.mu held.
+func (e *Engine) build(st *state, group, name string) *Method {
+	s := st.cfg.Method(group, name)
+	o := &e.opts
+	m := &Method{e: e, name: group + "/" + name, Settings: s,
+		classes: classes{t: e.t, failure: newCodeSet(s.FailureCodes), ignored: newCodeSet(s.IgnoredCodes)}}
+	if !o.ServerSide {
+		m.call = resilience.Attach(o.Observer, resilience.Source{Kind: resilience.KindCall, Name: m.name})
+	}
+	// The gates of an attempt, outer to inner (see order.go).
+	var g gates
+	if s.Breaker != nil && !o.ServerSide {
+		if be := e.breakerOf(st, s.Key, *s.Breaker); be != nil {
+			m.breaker, g.breaker = be.b, be.gate
+		}
+	}
+	if s.RateLimiter != nil {
+		if le := e.limiterOf(st, s.Key, *s.RateLimiter); le != nil {
+			m.limiter, g.limiter = le.l, le.gate
+		}
+	}
+	if s.Throttler != nil && !o.ServerSide {
+		if te := e.throttlerOf(st, s.Key, *s.Throttler, m.breaker, &m.classes); te != nil {
+			g.throttler = te.gate
+		}
+	}
+	if s.Bulkhead != nil {
+		if be := e.bulkheadOf(st, s.Key, *s.Bulkhead); be != nil {
+			m.bulkhead, g.bulkhead = be.b, be.gate
+		}
+	}
+	if o.ServerSide {
+		m.unary = g.pipeline(&m.classes, o.Clock, nil)
+		m.stream = m.unary
+		return m
+	}
+	m.retryable = matcher{t: e.t, codes: newCodeSet(s.RetryableCodes)}
+	switch {
+	case s.Hedge != nil:
+		m.nonFatal = matcher{t: e.t, codes: newCodeSet(s.NonFatalCodes)}
+		m.hedge = e.newHedge(st, m, *s.Hedge)
+	case s.Retry != nil:
+		m.attempts = e.newRetry(st, m, *s.Retry, o.Observer)
+		m.retries = true
+	case st.throttle != nil:
+		rc := retry.DefaultConfig()
+		rc.MaxAttempts = 1
+		m.attempts = e.newRetry(st, m, rc, nil)
+	}
+	m.overall = e.newTimeout(m.name, s.Overall, timeout.Overall)
+	m.sOverall = e.newTimeout(m.name, s.StreamOverall, timeout.Overall)
+	m.unary = g.pipeline(&m.classes, o.Clock, e.newTimeout(m.name, s.PerAttempt, timeout.Attempt))
+	m.stream = g.pipeline(&m.classes, o.Clock, e.newTimeout(m.name, s.StreamPerAttempt, timeout.Attempt))
+	return m
+}
+
+func (e *Engine) newTimeout(name string, d time.Duration, scope timeout.Scope) *timeout.Timeout {
+	if d <= 0 {
+		return nil
+	}
+	t, _ := timeout.New(d, timeout.WithScope(scope), timeout.WithName(name), timeout.WithObserver(e.opts.Observer))
+	return t
+}
+
+func (e *Engine) newRetry(st *state, m *Method, rc retry.Config, obs resilience.Observer) *retry.Retry {
+	rc.Name = m.name
+	opts := []retry.Option{
+		retry.WithConfig(rc),
+		retry.WithRetryable(m.retryable.match),
+		retry.WithClassifier(m.classes.outcome),
+		retry.WithPushback(m.classes.pushbackOf),
+		retry.WithClock(e.opts.Clock),
+		retry.WithObserver(obs),
+	}
+	if st.throttle != nil {
+		opts = append(opts, retry.WithThrottle(st.throttle))
+	}
+	r, _ := retry.New(opts...) // validated with the configuration
+	return r
+}
+
+func (e *Engine) newHedge(st *state, m *Method, hc retry.HedgeConfig) *retry.Hedge {
+	hc.Name = m.name
+	opts := []retry.HedgeOption{
+		retry.WithHedgeConfig(hc),
+		retry.WithNonFatal(m.isNonFatal),
+		retry.WithHedgePushback(m.classes.pushbackOf),
+		retry.WithHedgeClock(e.opts.Clock),
+		retry.WithHedgeObserver(e.opts.Observer),
+	}
+	if st.throttle != nil {
+		opts = append(opts, retry.WithHedgeThrottle(st.throttle))
+	}
+	h, _ := retry.NewHedge(opts...)
+	return h
+}
+
+// isNonFatal: a non-fatal code (and not a relayed rejection: an answer,
+// never hedged); or a copy that its own attempt timeout ended: it got no
+// answer, and the copies in flight may still.
+func (m *Method) isNonFatal(err error) bool {
+	if te, ok := timeoutOf(err); ok && te.Scope == timeout.Attempt {
+		return true
+	}
+	return m.nonFatal.match(err)
+}
+
+func (e *Engine) breakerOf(st *state, key string, cfg circuitbreaker.Config) *breakerEntry {
+	if be, ok := st.breakers[key]; ok {
+		if be.cfg == cfg {
+			return be
+		}
+		if be.kept && be.cfg.SlidingWindowType == cfg.SlidingWindowType && be.cfg.SlidingWindowSize == cfg.SlidingWindowSize {
+			// Reloaded with new thresholds and the same window: keep the
+			// breaker's state and counts.
+			if err := be.b.Reconfigure(circuitbreaker.WithConfig(cfg)); err == nil {
+				be.cfg = cfg
+				return be
+			}
+		}
+		if e.cluster != nil {
+			e.cluster.Remove(be.b)
+		}
+		be.b.Close() // replaced: its gauges go
+	}
+	b, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg), circuitbreaker.WithClock(e.opts.Clock), circuitbreaker.WithObserver(e.opts.Observer))
+	if err != nil {
+		return nil // cannot happen: the configuration was validated
+	}
+	if e.cluster != nil {
+		e.cluster.Add(b)
+	}
+	be := &breakerEntry{b: b, cfg: cfg, gate: wire(b, e.t)}
+	st.breakers[key] = be
+	return be
+}
+
+func (e *Engine) bulkheadOf(st *state, key string, cfg bulkhead.Config) *bulkheadEntry {
+	if be, ok := st.bulkheads[key]; ok {
+		if be.cfg == cfg {
+			return be
+		}
+		be.b.Close() // replaced: its gauges go
+	}
+	b, err := bulkhead.New(bulkhead.WithConfig(cfg), bulkhead.WithClock(e.opts.Clock), bulkhead.WithObserver(e.opts.Observer))
+	if err != nil {
+		return nil // cannot happen: the configuration was validated
+	}
+	be := &bulkheadEntry{b: b, cfg: cfg, gate: wire(b, e.t)}
+	st.bulkheads[key] = be
+	return be
+}
+
+// limiterOf returns the rate limiter of key, kept across reloads while its
+// settings do not change (its period's count with it).
+func (e *Engine) limiterOf(st *state, key string, cfg ratelimiter.Config) *limiterEntry {
+	if le, ok := st.limiters[key]; ok && le.cfg == cfg {
+		return le
+	}
+	l, err := ratelimiter.New(ratelimiter.WithConfig(cfg), ratelimiter.WithObserver(e.opts.Observer))
+	if err != nil {
+		return nil // cannot happen: the configuration was validated
+	}
+	le := &limiterEntry{l: l, cfg: cfg, gate: wire(l, e.t)}
+	st.limiters[key] = le
+	return le
+}
+
+func (e *Engine) throttlerOf(st *state, key string, cfg throttler.Config, b *circuitbreaker.Breaker, c *classes) *throttlerEntry {
+	if te, ok := st.throttlers[key]; ok && te.cfg == cfg && te.breaker == b {
+		return te
+	}
+	t, err := throttler.New(throttler.WithConfig(cfg), throttler.WithClock(e.opts.Clock), throttler.WithVerdict(c.verdict))
+	if err != nil {
+		return nil // cannot happen: the configuration was validated
+	}
+	te := &throttlerEntry{cfg: cfg, breaker: b, gate: wire(&throttleGate{t: t, breaker: b}, e.t)}
+	st.throttlers[key] = te
+	return te
+}

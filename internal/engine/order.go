@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/timeout"
+)
+
+// This file is the one place where meshless's order is written, for every
+// kind of call and every transport:
+//
+//	overall timeout → retry (or hedging, or retry-budget counting) → circuit breaker → rate limiter → adaptive throttler → bulkhead → per-attempt timeout → the attempt
+//
+// gates.pipeline builds an attempt's gates, outer to inner; Call (call.go)
+// puts the overall timeout and the attempt policy around them, for unary
+// calls, streams and hedged calls alike; a server runs the pipeline alone.
+// A policy joins the order here, once.
+
+// gates are one method's attempt gates, nil when off.
+type gates struct {
+	breaker, limiter, throttler, bulkhead resilience.Gate
+}
+
+// pipeline returns the gates of one attempt in order: circuit breaker →
+// rate limiter → adaptive throttler → bulkhead → per-attempt timeout.
+//
+//   - The rate limiter is inside the breaker, so an open breaker spends no
+//     quota, and outside the throttler and the bulkhead, so a call refused by
+//     the limit is neither a request to the backend nor holds a slot.
+//   - The throttler is inside the breaker (an open breaker spends nothing in
+//     it and its rejections are not requests) and outside the bulkhead (what
+//     it rejects takes no permit; a bulkhead rejection is not counted by it).
+//   - The bulkhead is inside the breaker: an open breaker rejects before a
+//     permit is taken, and a full bulkhead is a local event the breaker
+//     ignores.
+//   - The per-attempt timeout is innermost: a timed-out attempt gives its
+//     bulkhead permit back and counts as a breaker failure.
+//
+// Every permit they hand out is given back by the pipeline on every path,
+// panics included.
+func (g gates) pipeline(c *classes, clock resilience.Clock, perAttempt *timeout.Timeout) *resilience.Pipeline {
+	var gs []resilience.Gate
+	for _, gate := range []resilience.Gate{g.breaker, g.limiter, g.throttler, g.bulkhead} {
+		if gate != nil {
+			gs = append(gs, gate)
+		}
+	}
+	if perAttempt != nil {
+		gs = append(gs, perAttempt)
+	}
+	p, _ := resilience.NewPipeline(c.outcome, clock, gs...) // at most 5 gates
+	return p
+}

@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// Transport is what a transport (grpcmw, httpmw) supplies to the engine:
+// how to read an attempt's result and how to put the engine's errors on its
+// wire. Everything else — the order, the policies, the table — is the
+// engine's. A Transport must be safe for concurrent use.
+type Transport interface {
+	// Code returns the status code an attempt's error carries (a gRPC code,
+	// an HTTP status), and false for an error that carries none (a
+	// transport failure: a failure whatever the configuration lists). The
+	// end of the caller's context is a code too: gRPC's CANCELLED and
+	// DEADLINE_EXCEEDED.
+	Code(err error) (uint32, bool)
+	// Relayed returns the kind of the meshless rejection that err carries
+	// from a downstream service, passed on unchanged.
+	Relayed(err error) (resilience.Kind, bool)
+	// Overloaded reports whether err says the backend sheds load
+	// (RESOURCE_EXHAUSTED; HTTP 429 and 503): a refusal for the adaptive
+	// throttler, whatever the breaker's classification says.
+	Overloaded(err error) bool
+	// ErrorType names a call's error for metrics (OpenTelemetry's
+	// error.type) when it is not a local rejection.
+	ErrorType(err error) string
+	// Rejection returns a gate's refusal (a resilience.Rejection) as the
+	// transport's caller sees it. The engine calls it once per refusal
+	// value and reuses its result.
+	Rejection(err error) error
+	// Final returns a call's error as its caller sees it (grpcmw makes a
+	// timeout DEADLINE_EXCEEDED on every reading).
+	Final(err error) error
+	// Mark returns ctx for an attempt that n attempts came before (n ≥ 1):
+	// gRFC A6's grpc-previous-rpc-attempts header.
+	Mark(ctx context.Context, n int) context.Context
+}
+
+// Attempt is one attempt of a call, as a transport makes it.
+type Attempt interface {
+	// Attempt makes attempt n (from 1) with ctx. A hedged call makes its
+	// copies concurrently, each with its own n.
+	Attempt(ctx context.Context, n int) error
+}
+
+// WithPushback returns an attempt's error carrying the delay the server
+// asked for before the next attempt (a negative one: no more attempts), for
+// the retry and hedging policies. The engine takes it off before the caller
+// sees the error, and ignores it on a relayed rejection (never retried
+// anyway, and it moves no throttle token).
+func WithPushback(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &pushbackError{error: err, delay: d}
+}
+
+// pushbackError carries a server's pushback with an attempt's error. It is
+// transparent: errors.Is and errors.As (so status.Code) see the error it
+// wraps.
+type pushbackError struct {
+	error
+	delay time.Duration
+}
+
+func (e *pushbackError) Unwrap() error { return e.error }
+
+// WithoutPushback unwraps the pushback an attempt's error carried.
+func WithoutPushback(err error) error {
+	if pe, ok := err.(*pushbackError); ok {
+		return pe.error
+	}
+	return err
+}
