@@ -17,6 +17,15 @@
 // the client offers, and serves its 400. Below minimumRequests in the window
 // (20 by default) nothing is rejected: a trickle of traffic always flows.
 //
+// A request counts when its verdict is known: a rejected one at once, an
+// admitted one when it ends (Exit), at the time it ended, together with its
+// accept if the backend accepted it. A call in flight is neither a request
+// nor an accept: a burst of concurrent calls to a healthy backend is never
+// throttled, however large, since only refusals and rejections can make
+// requests exceed K × accepts. The price: a backend that does not answer at
+// all is seen only as its calls time out, a timeout later than if calls in
+// flight counted as refusals (docs/overload.md).
+//
 // A rejection is a *[RejectedError], which errors.Is [ErrThrottled] and is a
 // resilience.Rejection: the request never reached the backend, so no circuit
 // breaker counts it and no retry retries it.

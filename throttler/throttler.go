@@ -71,7 +71,8 @@ const (
 	// Refused: the backend shed it, failed or did not answer in time.
 	Refused
 	// Uncounted: the result says nothing (the caller gave up, a local
-	// rejection inside the throttler); the request is taken back.
+	// rejection inside the throttler); the request counts neither as a
+	// request nor as an accept, as if it had never been made.
 	Uncounted
 )
 
@@ -133,8 +134,8 @@ func WithVerdict(f func(resilience.Result) Verdict) Option {
 }
 
 type bucket struct {
-	epoch                       int64 // the window slot's index since start
-	requests, accepts, uncounts int64
+	epoch             int64 // the window slot's index since start
+	requests, accepts int64
 }
 
 // Throttler rejects requests locally while its backend refuses too many; see
@@ -189,18 +190,25 @@ func (t *Throttler) Reset() {
 // Config returns the throttler's settings.
 func (t *Throttler) Config() Config { return t.cfg }
 
-// at returns the bucket of now, emptied if it held an older slot. Called
-// with t.mu held.
-func (t *Throttler) at(now time.Time) (*bucket, int64) {
-	e := int64(now.Sub(t.start) / t.slot)
-	if e < 0 {
-		e = 0
-	}
+// epoch returns the index, since the throttler started, of the window slot
+// that holds at.
+func (t *Throttler) epoch(at time.Time) int64 {
+	return max(int64(at.Sub(t.start)/t.slot), 0)
+}
+
+// bucket returns the bucket of epoch e, emptied if it held an older slot,
+// or nil if it holds a newer one: e is then a window or more before a
+// verdict already counted, out of every window to come. Called with t.mu
+// held.
+func (t *Throttler) bucket(e int64) *bucket {
 	b := &t.b[e%buckets]
-	if b.epoch != e {
+	if b.epoch < e {
 		*b = bucket{epoch: e}
 	}
-	return b, e
+	if b.epoch != e {
+		return nil
+	}
+	return b
 }
 
 // totals sums the buckets within the window of epoch e. Called with t.mu
@@ -208,11 +216,11 @@ func (t *Throttler) at(now time.Time) (*bucket, int64) {
 func (t *Throttler) totals(e int64) (requests, accepts int64) {
 	for i := range t.b {
 		if b := &t.b[i]; b.epoch > e-buckets && b.epoch <= e {
-			requests += b.requests - b.uncounts
+			requests += b.requests
 			accepts += b.accepts
 		}
 	}
-	return max(requests, 0), accepts
+	return requests, accepts
 }
 
 // rate is the rejection probability for these counts.
@@ -229,51 +237,61 @@ func (t *Throttler) rate(requests, accepts int64) float64 {
 func (t *Throttler) RejectionRate() float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, e := t.at(t.clock.Now())
-	return t.rate(t.totals(e))
+	return t.rate(t.totals(t.epoch(t.clock.Now())))
 }
 
-// Counts returns the requests (rejected ones included, those taken back
-// excluded) and the accepts in the current window.
+// Counts returns the requests and the accepts counted in the current
+// window. The requests are those rejected and those admitted that have
+// ended Accepted or Refused; a request in flight is not among them yet, nor
+// is its accept.
 func (t *Throttler) Counts() (requests, accepts int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, e := t.at(t.clock.Now())
-	return t.totals(e)
+	return t.totals(t.epoch(t.clock.Now()))
 }
 
-// Enter counts the request and admits it, or rejects it with the current
-// probability. The permit it returns is for Exit.
+// Enter admits the request, or rejects it with the current probability. A
+// rejected request counts at once, as a request; an admitted one counts
+// nothing yet: its Exit counts it, with its verdict. The permit it returns
+// is for Exit.
 func (t *Throttler) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
 	t.mu.Lock()
-	b, e := t.at(t.clock.Now())
-	p := t.rate(t.totals(e))
-	b.requests++
-	t.mu.Unlock()
-	if p > 0 && t.random() < p {
+	defer t.mu.Unlock()
+	e := t.epoch(t.clock.Now())
+	if p := t.rate(t.totals(e)); p > 0 && t.random() < p {
+		if b := t.bucket(e); b != nil {
+			b.requests++
+		}
 		return ctx, resilience.Permit{}, t.rej
 	}
 	return ctx, resilience.Permit{Ref: t}, nil
 }
 
-// Exit counts how the admitted request ended, as the verdict function says.
-// A permit without a Ref (one its caller made to let a request by uncounted)
-// counts nothing.
+// Exit counts the admitted request as its verdict says, at the time it
+// ended, r.End: Accepted counts a request and an accept, Refused a request,
+// Uncounted nothing. r.End must come from the throttler's clock (a
+// resilience.Pipeline's clock is the same one in grpcmw); when it is zero,
+// Exit reads the clock. A permit without a Ref (one its caller made to let
+// a request by uncounted) counts nothing.
 func (t *Throttler) Exit(_ context.Context, p resilience.Permit, r resilience.Result) error {
 	if p.Ref == nil {
 		return r.Err
 	}
 	v := t.verdict(r)
-	if v == Refused {
+	if v != Accepted && v != Refused {
 		return r.Err
+	}
+	end := r.End
+	if end.IsZero() {
+		end = t.clock.Now()
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	b, _ := t.at(t.clock.Now())
-	if v == Accepted {
-		b.accepts++
-	} else {
-		b.uncounts++
+	if b := t.bucket(t.epoch(end)); b != nil {
+		b.requests++
+		if v == Accepted {
+			b.accepts++
+		}
 	}
 	return r.Err
 }
