@@ -56,7 +56,7 @@
 // otelmw.ClusterListener) are served on http://127.0.0.1:9464/metrics while the
 // program runs; docs/operations.md shows them in Grafana.
 //
-//	go run ./examples/chaos                  # about 45 seconds
+//	go run ./examples/chaos                  # about 40 seconds
 //	go run ./examples/chaos -scenario pods   # one scenario
 //	go run ./examples/chaos -scenario cluster -redis 127.0.0.1:6379
 //	go run ./examples/chaos -phase 1s        # every phase 1s long

@@ -155,7 +155,11 @@ func main() {
 			"  cluster: three meshless client pods call a dead dependency, alone then in cluster mode (cluster.yaml).\n"+
 			"The phase flags without \"pods-\" and the backend's flags (-fail-every, -load, -queue, -shed, -timeout,\n"+
 			"-work, -workers) set the backend scenario; -rate sets the backend and pods scenarios (the cluster scenario's\n"+
-			"pods call at 3, 1 and 1 calls a second); -phase and -quiet set every scenario. Flags:\n\n")
+			"pods call at 3, 1 and 1 calls a second); -phase and -quiet set every scenario.\n\n"+
+			"It prints the breakers' transitions and a status line per second (not with -quiet), then per scenario a\n"+
+			"summary that compares the clients phase by phase (docs/demo.md reads it), and serves the meshless\n"+
+			"clients' metrics on -metrics while it runs. With the default phases it runs about 40 s (backend\n"+
+			"15 s, pods 14 s, cluster 10 s: 40.3 s measured); -phase 1s makes it about 11 s. Flags:\n\n")
 		flag.PrintDefaults()
 	}
 	var names []string
