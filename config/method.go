@@ -49,6 +49,32 @@ type Method struct {
 	StreamPerAttempt, StreamOverall time.Duration
 }
 
+// Scope is the part of a configuration one transport reads: gRPC's
+// services and methods, or HTTP's hosts and routes. The defaults serve
+// both.
+type Scope uint8
+
+const (
+	// GRPC is the services section: a group is a full service name, a name a
+	// method's.
+	GRPC Scope = iota
+	// HTTP is the hosts section: a group is a host[:port], a name a route's
+	// net/http pattern.
+	HTTP
+)
+
+// Resolve resolves the settings of name in group for scope: [Config.Method]
+// for gRPC.
+func (c *Config) Resolve(scope Scope, group, name string) Method {
+	return c.Method(group, name)
+}
+
+// HasGroup reports whether the configuration writes group (a service, a
+// host) in scope.
+func (c *Config) HasGroup(scope Scope, group string) bool {
+	return c.Services[group] != nil
+}
+
 // Method resolves the settings of method name of service svc, which need not
 // be named by the configuration (the defaults, or its service's settings,
 // apply). The configuration must be valid ([Config.Validate]).

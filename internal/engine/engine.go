@@ -20,6 +20,9 @@ import (
 // Options are an engine's collaborators and bounds; the transport fills
 // them from its own options.
 type Options struct {
+	// Scope is the part of the configuration the transport reads (gRPC's
+	// services, HTTP's hosts).
+	Scope    config.Scope
 	Observer resilience.Observer
 	Clock    resilience.Clock // the system clock when nil
 	// MaxKeys bounds the keys the engine keeps policies for; past it, keys
@@ -238,7 +241,7 @@ func (e *Engine) Lookup(key string, names func(cfg *config.Config) (group, name 
 		return m
 	}
 	// Unknown, malformed, or past the bound: the fallback entry, made once.
-	if st.cfg.Services[group] == nil {
+	if !st.cfg.HasGroup(e.opts.Scope, group) {
 		group = Other
 	}
 	fallback := "/" + group + "/" + Other

@@ -89,7 +89,7 @@ type limiterEntry struct {
 
 // build resolves one method's policies. Called with e.mu held.
 func (e *Engine) build(st *state, group, name string) *Method {
-	s := st.cfg.Method(group, name)
+	s := st.cfg.Resolve(e.opts.Scope, group, name)
 	o := &e.opts
 	m := &Method{e: e, name: group + "/" + name, Settings: s,
 		classes: classes{t: e.t, failure: newCodeSet(s.FailureCodes), ignored: newCodeSet(s.IgnoredCodes)}}
