@@ -2,7 +2,9 @@
 // real outside tools: TestDashboardAndRulesAgainstPrometheus builds
 // examples/chaos, runs a client that hedges beside it, scrapes both with a
 // real Prometheus and runs every query of docs/grafana/meshless.json and
-// docs/prometheus/meshless-rules.yml.
+// docs/prometheus/meshless-rules.yml; TestRulesUnitTests runs promtool check
+// rules and promtool test rules on the rules and their unit tests
+// (docs/prometheus/meshless-rules.test.yml).
 //
 // They need /usr/bin/prometheus and /usr/bin/promtool (Debian's prometheus
 // package: apt-get install prometheus). Without them the tests skip, unless
