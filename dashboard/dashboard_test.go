@@ -287,3 +287,38 @@ func ExampleJSON() {
 	fmt.Println(d.UID, len(d.Panels), "panels and rows")
 	// Output: meshless-resilience 33 panels and rows
 }
+
+// No panel option is an empty string (the SDK's zero value where Grafana
+// expects one of a set, as a state timeline's tooltip mode), but
+// reduceOptions.fields, where "" means every numeric field.
+func TestNoEmptyPanelOptions(t *testing.T) {
+	data, err := JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string         `json:"title"`
+			Options map[string]any `json:"options"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(title, path string, v any)
+	walk = func(title, path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				walk(title, path+"."+k, e)
+			}
+		case string:
+			if v == "" && path != "options.reduceOptions.fields" {
+				t.Errorf("%s: %s is empty", title, path)
+			}
+		}
+	}
+	for _, p := range d.Panels {
+		walk(p.Title, "options", map[string]any(p.Options))
+	}
+}

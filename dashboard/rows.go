@@ -100,6 +100,9 @@ func stateTimeline(state func(string) string) *statetimeline.PanelBuilder {
 			DisplayMode(common.LegendDisplayModeList).
 			Placement(common.LegendPlacementBottom).
 			ShowLegend(true)).
+		Tooltip(common.NewVizTooltipOptionsBuilder().
+			Mode(common.TooltipDisplayModeSingle).
+			Sort(common.SortOrderNone)).
 		ColorScheme(grafana.NewFieldColorBuilder().Mode(grafana.FieldColorModeIdThresholds)).
 		Mappings([]grafana.ValueMapping{{ValueMap: &mapping}}).
 		Thresholds(steps(grafana.Threshold{Color: "green"})).
