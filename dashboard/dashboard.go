@@ -45,6 +45,11 @@ func Rows() []Row {
 
 // Build returns the dashboard: its variables, annotations and [Rows], with
 // panel ids numbered from 1, top to bottom.
+//
+// It is the classic dashboard model, the JSON that Grafana's Import page
+// and file provisioning read. The SDK marks that builder deprecated in
+// favour of package dashboardv2, whose resources only Grafana 12's v2
+// dashboard API accepts.
 func Build() (grafana.Dashboard, error) {
 	b := grafana.NewDashboardBuilder("meshless: gRPC client resilience").
 		Uid(UID).
