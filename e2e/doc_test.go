@@ -1,7 +1,10 @@
 // Package e2e holds tests that run the project's programs and files against
 // real outside tools: TestDashboardAndRulesAgainstPrometheus builds
-// examples/chaos, scrapes it with a real Prometheus and runs every query of
-// docs/grafana/meshless.json and docs/prometheus/meshless-rules.yml.
+// examples/chaos, runs a client that hedges beside it, scrapes both with a
+// real Prometheus and runs every query of docs/grafana/meshless.json and
+// docs/prometheus/meshless-rules.yml; TestRulesUnitTests runs promtool check
+// rules and promtool test rules on the rules and their unit tests
+// (docs/prometheus/meshless-rules.test.yml).
 //
 // They need /usr/bin/prometheus and /usr/bin/promtool (Debian's prometheus
 // package: apt-get install prometheus). Without them the tests skip, unless

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -37,16 +38,29 @@ var chaosArgs = []string{
 	"-metrics", "127.0.0.1:0", "-serve", "-svg", "",
 }
 
-// The values the dashboard's variables take: every value (All), and one.
+// rateInterval stands for Grafana's $__rate_interval: four times the
+// scrape interval (1s), Grafana's floor for it.
+const rateInterval = "4s"
+
+// The values the dashboard's variables take: every value (All) — and one
+// each: the demo's job, service and method, one instance (each of the two,
+// in turn), one ejected endpoint (found in Prometheus).
 var (
-	allValues = map[string]string{"job": ".*", "breaker": ".*", "method": ".*"}
-	oneValue  = map[string]string{"job": "chaos", "breaker": "grpc.testing.TestService", "method": "grpc.testing.TestService/UnaryCall"}
+	allValues = map[string]string{
+		"job": ".*", "instance": ".*", "breaker": ".*", "method": ".*", "server": ".*",
+		"__rate_interval": rateInterval,
+	}
+	oneValue = map[string]string{
+		"job": "chaos", "breaker": "grpc.testing.TestService", "method": "grpc.testing.TestService/UnaryCall",
+		"__rate_interval": rateInterval,
+	}
 )
 
-// TestDashboardAndRulesAgainstPrometheus runs examples/chaos, has a real
-// Prometheus scrape it (and evaluate the alert rules), and then checks that
-// every query of the Grafana dashboard and every rule returns data, and that
-// every alert went at least pending.
+// TestDashboardAndRulesAgainstPrometheus runs examples/chaos and a client
+// that hedges (startHedgingClient), has a real Prometheus scrape both (and
+// evaluate the rules), and then checks that every query of the Grafana
+// dashboard and every rule returns data, that every recording rule recorded
+// series, and that every alert went at least pending.
 func TestDashboardAndRulesAgainstPrometheus(t *testing.T) {
 	prometheus, promtool := tools(t)
 	if testing.Short() {
@@ -59,7 +73,7 @@ func TestDashboardAndRulesAgainstPrometheus(t *testing.T) {
 	dashboard := filepath.Join(root, "docs", "grafana", "meshless.json")
 	rules := filepath.Join(root, "docs", "prometheus", "meshless-rules.yml")
 	dqs, vars := dashboardQueries(t, dashboard)
-	rqs, alerts := ruleQueries(t, rules)
+	rqs, alerts, records := ruleQueries(t, rules)
 	for _, v := range vars {
 		if _, ok := allValues[v]; !ok && v != "DS_PROMETHEUS" {
 			t.Fatalf("the dashboard has a variable %q this test does not know", v)
@@ -81,6 +95,7 @@ func TestDashboardAndRulesAgainstPrometheus(t *testing.T) {
 	}
 
 	start := time.Now()
+	hedging := startHedgingClient(t)
 	chaosOut := filepath.Join(dir, "chaos.out")
 	chaos := startProcess(t, chaosOut, bin, chaosArgs...)
 	defer dumpOnFailure(t, "examples/chaos", chaosOut)
@@ -99,6 +114,7 @@ func TestDashboardAndRulesAgainstPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := filepath.Join(promDir, "prometheus.yml")
+	// One job, two instances: the demo and the hedging client.
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 1s
@@ -108,17 +124,17 @@ rule_files:
 scrape_configs:
   - job_name: chaos
     static_configs:
-      - targets: [%q]
-`, rules, target)), 0o644); err != nil {
+      - targets: [%q, %q]
+`, rules, target, hedging)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	promLog := filepath.Join(promDir, "prometheus.log")
 	api := startPrometheus(t, prometheus, config, filepath.Join(promDir, "data"), promLog)
 	defer dumpOnFailure(t, "prometheus", promLog)
 
-	waitFor(t, 30*time.Second, "Prometheus to scrape examples/chaos", func() (bool, error) {
+	waitFor(t, 30*time.Second, "Prometheus to scrape examples/chaos and the hedging client", func() (bool, error) {
 		v, err := api.query(`up{job="chaos"} == 1`)
-		return len(v) > 0, err
+		return len(v) == 2, err
 	})
 	waitFor(t, 120*time.Second, "examples/chaos to finish its scenarios", func() (bool, error) {
 		// -serve: printed once every scenario is over.
@@ -131,24 +147,49 @@ scrape_configs:
 		v, err := api.query(fmt.Sprintf(`timestamp(meshless_circuit_breaker_state{job="chaos"}) > %d`, end.Unix()+1))
 		return len(v) > 0, err
 	})
-
-	// Every query returns data, over the run, with each set of values of the
-	// dashboard's variables; every alert went pending or firing.
-	var checks []query
-	for _, values := range []map[string]string{allValues, oneValue} {
-		for _, q := range dqs {
-			q.Expr = substitute(t, q.Expr, values)
-			checks = append(checks, q)
-		}
+	servers, err := api.labelValues("server_address", `meshless_outlier_ejections_total{job="chaos"}`, start, time.Now())
+	if err != nil || len(servers) == 0 {
+		t.Fatalf("no ejected endpoint for the server variable: %v %v", servers, err)
 	}
-	checks = append(checks, rqs...)
+
+	// Every query returns data over the run: with every value of the
+	// dashboard's variables, and with one value each (for one instance at
+	// least: the hedging panels have data on the hedging client only, the
+	// others on the demo only). Every rule returns data, every recording
+	// rule recorded series, and every alert went pending or firing.
+	var checks []check
+	for _, q := range dqs {
+		all := q
+		all.Expr = substitute(t, q.Expr, allValues)
+		checks = append(checks, check{all})
+		var one check
+		for _, instance := range []string{target, hedging} {
+			v := maps.Clone(oneValue)
+			v["instance"], v["server"] = instance, servers[0]
+			for name := range v {
+				if name != "__rate_interval" {
+					v[name] = grafanaEscape(v[name])
+				}
+			}
+			qi := q
+			qi.Expr = substitute(t, q.Expr, v)
+			one = append(one, qi)
+		}
+		checks = append(checks, one)
+	}
+	for _, q := range rqs {
+		checks = append(checks, check{q})
+	}
+	for _, r := range records {
+		checks = append(checks, check{{From: "recorded by " + r, Expr: r}})
+	}
 	for _, a := range alerts {
-		checks = append(checks, query{From: "alert " + a + " went pending or firing", Expr: fmt.Sprintf(`ALERTS{alertname=%q}`, a)})
+		checks = append(checks, check{{From: "alert " + a + " went pending or firing", Expr: fmt.Sprintf(`ALERTS{alertname=%q}`, a)}})
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for _, q := range checks {
+	for _, c := range checks {
 		for {
-			n, points, err := api.results(q, start, time.Now())
+			n, points, q, err := c.results(api, start, time.Now())
 			if err != nil {
 				t.Errorf("%v\n  %v", q, err)
 				break
@@ -158,12 +199,46 @@ scrape_configs:
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Errorf("no data: %v", q)
+				t.Errorf("no data: %v", c)
 				break
 			}
 			time.Sleep(500 * time.Millisecond) // Prometheus evaluates rules and scrapes every second
 		}
 	}
+}
+
+// A check is one query, or one query under several values of the
+// variables: it passes when one of them returns data.
+type check []query
+
+// results returns the results of the first query of c that returns data,
+// or of its last query.
+func (c check) results(api *promAPI, start, end time.Time) (series, points int, q query, err error) {
+	for _, q = range c {
+		series, points, err = api.results(q, start, end)
+		if err != nil || series > 0 {
+			break
+		}
+	}
+	return series, points, q, err
+}
+
+func (c check) String() string {
+	var b strings.Builder
+	for i, q := range c {
+		if i > 0 {
+			b.WriteString("\n  or ")
+		}
+		b.WriteString(q.String())
+	}
+	return b.String()
+}
+
+// grafanaEscape is how Grafana writes a value of a multi-value variable
+// into a Prometheus query: a regular expression's special characters
+// escaped, and the backslashes escaped again for the PromQL string.
+func grafanaEscape(v string) string {
+	return strings.ReplaceAll(regexp.QuoteMeta(v), `\`, `\\`)
 }
 
 // tools finds prometheus and promtool. Without them the test skips, or
@@ -340,22 +415,29 @@ func (a *promAPI) query(expr string) ([]json.RawMessage, error) {
 	return v.Result, err
 }
 
+// labelValues returns the values of label on the series of selector
+// between start and end.
+func (a *promAPI) labelValues(label, selector string, start, end time.Time) ([]string, error) {
+	data, err := a.get("/api/v1/label/"+label+"/values", url.Values{
+		"match[]": {selector},
+		"start":   {strconv.FormatInt(start.Unix(), 10)},
+		"end":     {strconv.FormatInt(end.Unix()+1, 10)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var values []string
+	err = json.Unmarshal(data, &values)
+	return values, err
+}
+
 // results returns how many series q returns with at least one value between
 // start and end, and how many values they have in all (at one a second): a
 // range query for an expression, the label's values for a variable's
 // label_values.
 func (a *promAPI) results(q query, start, end time.Time) (series, points int, err error) {
 	if q.LabelValues != "" {
-		data, err := a.get("/api/v1/label/"+q.LabelValues+"/values", url.Values{
-			"match[]": {q.Expr},
-			"start":   {strconv.FormatInt(start.Unix(), 10)},
-			"end":     {strconv.FormatInt(end.Unix()+1, 10)},
-		})
-		if err != nil {
-			return 0, 0, err
-		}
-		var values []string
-		err = json.Unmarshal(data, &values)
+		values, err := a.labelValues(q.LabelValues, q.Expr, start, end)
 		return len(values), len(values), err
 	}
 	data, err := a.get("/api/v1/query_range", url.Values{
