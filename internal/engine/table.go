@@ -15,12 +15,17 @@ const Other = "_OTHER"
 // lock and allocate nothing once a method is in the snapshot. New entries go
 // to a small pending map under a lock, and are folded into a new snapshot
 // when the pending map has grown as large as the snapshot: building a table
-// of n methods costs O(n) map writes in all, not O(n²).
+// of n methods costs O(n) map writes in all, not O(n²). A pending entry that
+// calls keep finding (a table of a few methods, whose last ones stay
+// pending) is folded in too once the lookups that took the lock for it
+// outnumber the snapshot's entries: the fold's cost is then paid by as many
+// locked lookups, and every later one takes no lock.
 type methodTable struct {
 	snap    atomic.Pointer[map[string]*Method]
 	pending map[string]*Method // under Engine.mu
 	n       int                // entries in snap and pending, under Engine.mu
 	copied  int                // entries copied into new snapshots, under Engine.mu
+	misses  int                // lookups found in pending since the last fold, under Engine.mu
 }
 
 func newMethodTable() *methodTable {
@@ -43,6 +48,11 @@ func (t *methodTable) loadLocked(key string) (*Method, bool) {
 		return m, true
 	}
 	m, ok := t.pending[key]
+	if ok {
+		if t.misses++; t.misses > len(*t.snap.Load()) {
+			t.fold()
+		}
+	}
 	return m, ok
 }
 
@@ -50,10 +60,16 @@ func (t *methodTable) loadLocked(key string) (*Method, bool) {
 func (t *methodTable) storeLocked(key string, m *Method) {
 	t.pending[key] = m
 	t.n++
-	snap := *t.snap.Load()
-	if len(t.pending) < max(len(snap), 16) {
+	if len(t.pending) < max(len(*t.snap.Load()), 16) {
 		return
 	}
+	t.fold()
+}
+
+// fold makes the pending entries part of a new snapshot. Called with
+// Engine.mu held.
+func (t *methodTable) fold() {
+	snap := *t.snap.Load()
 	next := make(map[string]*Method, len(snap)+len(t.pending))
 	for k, v := range snap {
 		next[k] = v
@@ -64,4 +80,5 @@ func (t *methodTable) storeLocked(key string, m *Method) {
 	t.copied += len(next)
 	t.snap.Store(&next)
 	t.pending = map[string]*Method{}
+	t.misses = 0
 }

@@ -64,3 +64,31 @@ func BenchmarkBuildMethods(b *testing.B) {
 		lookup(c, names[i])
 	}
 }
+
+// Issue 24 item 3: with fewer than 16 methods, their entries stayed pending
+// and every call took the engine's lock. A method that keeps being called
+// is folded into the lock-free snapshot.
+func TestAFewMethodsAreReadWithoutTheLock(t *testing.T) {
+	e, err := New(nil, fakeTransport{}, Options{MaxKeys: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	keys := []string{"/a.B/One", "/a.B/Two", "/a.B/Three"}
+	for _, k := range keys {
+		lookup(e, k)
+	}
+	for range 10 {
+		for _, k := range keys {
+			lookup(e, k)
+		}
+	}
+	for _, k := range keys {
+		if _, ok := e.state.Load().methods.load(k); !ok {
+			t.Errorf("%s is still only in the pending map: every call takes the lock", k)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { lookup(e, keys[2]) }); n != 0 {
+		t.Errorf("a lookup allocates %v times", n)
+	}
+}
