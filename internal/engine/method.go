@@ -44,8 +44,9 @@ type Method struct {
 // Name returns the method's name for observers: "pkg.Svc/Method".
 func (m *Method) Name() string { return m.name }
 
-// Retries reports whether a call may make more than one attempt one after
-// another (a stream then keeps what it sent, to replay it).
+// Retries reports whether a call that is not hedged may make more than one
+// attempt, one after another (a stream then keeps what it sent, to replay
+// it). A hedging method's client- and bidi-streaming calls are retried.
 func (m *Method) Retries() bool { return m.retries }
 
 // ReadsPushback reports whether the method's attempt policy reads the
@@ -128,6 +129,13 @@ func (e *Engine) build(st *state, group, name string) *Method {
 	case s.Hedge != nil:
 		m.nonFatal = matcher{t: e.t, codes: newCodeSet(s.NonFatalCodes)}
 		m.hedge = e.newHedge(st, m, *s.Hedge)
+		// A client- or bidi-streaming call cannot be hedged (its messages go
+		// to one stream at a time): it is retried instead, as gRFC A6
+		// retries a stream until it commits, with the hedging policy's
+		// attempts and non-fatal codes, hedgingDelay apart.
+		m.retryable = m.nonFatal
+		m.attempts = e.newRetry(st, m, streamRetry(*s.Hedge), o.Observer)
+		m.retries = true
 	case s.Retry != nil:
 		m.attempts = e.newRetry(st, m, *s.Retry, o.Observer)
 		m.retries = true
@@ -141,6 +149,13 @@ func (e *Engine) build(st *state, group, name string) *Method {
 	m.unary = g.pipeline(&m.classes, o.Clock, e.newTimeout(m.name, s.PerAttempt, timeout.Attempt))
 	m.stream = g.pipeline(&m.classes, o.Clock, e.newTimeout(m.name, s.StreamPerAttempt, timeout.Attempt))
 	return m
+}
+
+// streamRetry is the retry policy of a hedging method's calls that cannot
+// be hedged.
+func streamRetry(h retry.HedgeConfig) retry.Config {
+	d := max(h.HedgingDelay, time.Millisecond)
+	return retry.Config{MaxAttempts: h.MaxAttempts, InitialBackoff: d, MaxBackoff: d, BackoffMultiplier: 1}
 }
 
 func (e *Engine) newTimeout(name string, d time.Duration, scope timeout.Scope) *timeout.Timeout {
