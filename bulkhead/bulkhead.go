@@ -106,7 +106,9 @@ type Permit struct {
 // When a permit is free, Acquire takes it at once and does not look at ctx.
 // When none is, a bulkhead with a maxWaitDuration waits for one, first come
 // first served, until the wait is over or ctx ends, whichever comes first;
-// without a maxWaitDuration it rejects at once. If ctx ends while the call
+// without a maxWaitDuration, or for an observed context
+// (resilience.Observe: observe mode never delays a call), it rejects at
+// once. If ctx ends while the call
 // waits (or has already ended when it would wait), the rejection wraps
 // ctx.Err() as its Cause: errors.Is(err, context.Canceled) is then true too,
 // and the error is still a [resilience.Rejection], which a breaker ignores
@@ -125,7 +127,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 			}
 			return Permit{b: b, ctx: ctx}, nil
 		}
-		if b.cfg.MaxWaitDuration == 0 {
+		if b.cfg.MaxWaitDuration == 0 || resilience.Observing(ctx) {
 			return Permit{}, b.reject(ctx, b.full.Load(), 0)
 		}
 		return b.acquireWaiting(ctx)
@@ -133,7 +135,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 	if ap, ok := b.adaptive.TryAcquirePermit(); ok {
 		return b.admit(ctx, ap, 0), nil
 	}
-	if b.cfg.MaxWaitDuration == 0 {
+	if b.cfg.MaxWaitDuration == 0 || resilience.Observing(ctx) {
 		return Permit{}, b.reject(ctx, b.fullError(), 0)
 	}
 	return b.acquireWaiting(ctx)

@@ -37,6 +37,11 @@ type Service struct {
 
 // Policies is one level's settings for each policy.
 type Policies struct {
+	// Mode is enforce (the default) or observe: every policy decides and
+	// reports as usual, and none acts — no call is rejected, delayed,
+	// retried or hedged because of one (docs/configuration.md, "Observe
+	// mode").
+	Mode           *string                `yaml:"mode,omitempty"`
 	CircuitBreaker *CircuitBreakerSection `yaml:"circuitBreaker,omitempty"`
 	Retry          *RetrySection          `yaml:"retry,omitempty"`
 	Bulkhead       *BulkheadSection       `yaml:"bulkhead,omitempty"`

@@ -191,6 +191,7 @@ var (
 	durationType = reflect.TypeFor[Duration]()
 	codesType    = reflect.TypeFor[Codes]()
 	breakerType  = reflect.TypeFor[CircuitBreakerSection]()
+	policiesType = reflect.TypeFor[Policies]()
 	// sectionTypes are the sections validation checks as a whole.
 	sectionTypes = map[reflect.Type]bool{
 		reflect.TypeFor[*CircuitBreakerSection]():     true,
@@ -296,24 +297,28 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) bool {
 			d.section = ""
 			continue
 		}
-		if d.value(val, kp, f) && v.Type() == breakerType {
-			canonicalEnum(k.Value, f)
+		if d.value(val, kp, f) && (v.Type() == breakerType || v.Type() == policiesType) {
+			key := k.Value
+			if v.Type() == policiesType {
+				key = "policies." + key
+			}
+			canonicalEnum(key, f)
 		}
 	}
 	return true
 }
 
-// canonicalEnum rewrites a circuitBreaker value that names one of a few
-// choices, written in any case, to its canonical spelling, so that Marshal
-// writes it so.
+// canonicalEnum rewrites a value that names one of a few choices (a
+// circuitBreaker key, or a level's mode as "policies.mode"), written in any
+// case, to its canonical spelling, so that Marshal writes it so.
 func canonicalEnum(key string, f reflect.Value) {
 	if f.Kind() != reflect.Pointer || f.IsNil() || f.Elem().Kind() != reflect.String {
 		return
 	}
 	s := f.Elem().String()
 	switch key {
-	case "keyBy":
-		for _, c := range []string{KeyByService, KeyByMethod} {
+	case "keyBy", "policies.mode":
+		for _, c := range []string{KeyByService, KeyByMethod, ModeEnforce, ModeObserve} {
 			if strings.EqualFold(s, c) {
 				s = c
 			}

@@ -47,6 +47,10 @@ type Method struct {
 	// method's own level writes (a stream often lives far longer than a
 	// unary call).
 	StreamPerAttempt, StreamOverall time.Duration
+
+	// Observe is mode: observe — every policy decides and reports, none
+	// acts.
+	Observe bool
 }
 
 // Scope is the part of a configuration one transport reads: gRPC's
@@ -88,7 +92,7 @@ func (c *Config) Method(svc, name string) Method {
 	}
 	svcEff := resolve(level{"defaults", &c.Defaults}, level{spath, sp})
 	eff := resolve(level{"defaults", &c.Defaults}, level{spath, sp}, level{mpath, mp})
-	m := Method{Service: svc, Name: name, Key: svc}
+	m := Method{Service: svc, Name: name, Key: svc, Observe: *eff.Mode == ModeObserve}
 	shared, sharedLevels := svcEff, []*Policies{&c.Defaults, sp}
 	if *svcEff.CircuitBreaker.KeyBy == KeyByMethod {
 		m.Key, shared, sharedLevels = svc+"/"+name, eff, append(sharedLevels, mp)

@@ -55,6 +55,7 @@ func builtin() Policies {
 	th := throttler.DefaultConfig()
 	h := retry.DefaultHedgeConfig()
 	return Policies{
+		Mode: Ptr(ModeEnforce),
 		CircuitBreaker: &CircuitBreakerSection{
 			Enabled:                               Ptr(true),
 			KeyBy:                                 Ptr(KeyByService),
@@ -113,6 +114,12 @@ func builtin() Policies {
 		},
 	}
 }
+
+// The values of mode.
+const (
+	ModeEnforce = "enforce"
+	ModeObserve = "observe"
+)
 
 // The values of circuitBreaker.keyBy.
 const (

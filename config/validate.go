@@ -184,6 +184,15 @@ func setKeys(section any) []string {
 // a key of failed (see validate).
 func checkLevel(levels []level, here string, failed map[string][]string, add func(path, problem string)) {
 	eff := resolve(levels...)
+	if m := *eff.Mode; m != ModeEnforce && m != ModeObserve {
+		path := here + ".mode"
+		for _, l := range levels {
+			if l.p != nil && l.p.Mode != nil {
+				path = l.path + ".mode"
+			}
+		}
+		add(path, fmt.Sprintf("must be enforce or observe, got %q", Clip(m)))
+	}
 	// involved reports whether a key that could not be read takes part in
 	// the problem: it is the key, or the problem names it.
 	involved := func(section, key, problem string) bool {

@@ -38,6 +38,7 @@ func Rows() []Row {
 		bulkheadsRow(),
 		callsRow(),
 		rateLimitersRow(),
+		throttlerRow(),
 		outlierRow(),
 		clusterRow(),
 	}

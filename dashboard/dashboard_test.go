@@ -264,6 +264,7 @@ func ExampleRows() {
 	// Bulkheads: 3 panels
 	// Logical calls (what the application waited for): 4 panels
 	// Rate limiters: 1 panels
+	// Adaptive throttling and observe mode: 2 panels
 	// Outlier ejection (endpoints taken out of load balancing): 2 panels
 	// Cluster mode (breakers shared through Redis): 3 panels
 }

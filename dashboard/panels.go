@@ -14,11 +14,12 @@ import (
 // The matchers of the dashboard's variables, beyond job and instance
 // (which [sel] always adds).
 const (
-	breakerM  = `meshless_circuit_breaker_name=~"$breaker"`
-	bulkheadM = `meshless_bulkhead_name=~"$breaker"` // bulkheads are keyed like breakers
-	limiterM  = `meshless_rate_limiter_name=~"$breaker"`
-	methodM   = `rpc_method=~"$method"`
-	serverM   = `server_address=~"$server"`
+	breakerM   = `meshless_circuit_breaker_name=~"$breaker"`
+	bulkheadM  = `meshless_bulkhead_name=~"$breaker"` // bulkheads are keyed like breakers
+	limiterM   = `meshless_rate_limiter_name=~"$breaker"`
+	throttlerM = `meshless_throttler_name=~"$breaker"`
+	methodM    = `rpc_method=~"$method"`
+	serverM    = `server_address=~"$server"`
 )
 
 // rateInterval is the window of every rate: Grafana's $__rate_interval, at

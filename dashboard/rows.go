@@ -204,6 +204,21 @@ func rateLimitersRow() Row {
 	}}
 }
 
+func throttlerRow() Row {
+	return Row{Title: "Adaptive throttling and observe mode", Panels: []cog.Builder[grafana.Panel]{
+		series("Adaptive throttler, admitted and rejected",
+			"Requests per second that each adaptive throttler admitted or rejected locally (meshless.throttler.calls; a rejection is RESOURCE_EXHAUSTED with THROTTLED, never retried). Throttlers are keyed like breakers. See docs/overload.md.",
+			"reqps", half,
+			query(sumBy("meshless_throttler_name, meshless_throttler_outcome", rate(sel("meshless_throttler_calls_total", throttlerM))),
+				"{{meshless_throttler_name}} {{meshless_throttler_outcome}}")),
+		series("Observe mode: what policies would have done",
+			"meshless.observe.decisions: in observe mode (mode: observe) a policy decides as usual and does not act; this counts, per second, the calls it would have rejected, timed out, retried or hedged, by policy and action. Compare with the real rejections of the rows above before switching to mode: enforce. No series: nothing is in observe mode.",
+			"reqps", half,
+			query(sumBy("meshless_policy_kind, meshless_observe_action", rate(sel("meshless_observe_decisions_total"))),
+				"{{meshless_policy_kind}} would {{meshless_observe_action}}")),
+	}}
+}
+
 func outlierRow() Row {
 	return Row{Title: "Outlier ejection (endpoints taken out of load balancing)", Panels: []cog.Builder[grafana.Panel]{
 		series("Ejections per second, by endpoint and reason",

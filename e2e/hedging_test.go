@@ -2,8 +2,9 @@ package e2e
 
 // This file runs, inside the test, a second meshless client for Prometheus
 // to scrape beside examples/chaos: one that hedges its calls and whose
-// bulkhead queues, the two things the demo does not do. It fills the
-// Hedging row and the Bulkhead wait panel, and the recording rules on them.
+// bulkhead queues, the two things the demo does not do, and that calls one
+// method in observe mode. It fills the Hedging row, the Bulkhead wait panel
+// and the observe-mode panel, and the recording rules on them.
 
 import (
 	"context"
@@ -44,6 +45,15 @@ defaults:
     maxWaitDuration: 20ms
   timeout:
     perAttempt: 500ms
+`
+
+// observeYAML is a third client's, in the same process: observe mode, with
+// a rate limit of 1 call a second that lets every call through and counts
+// the ones it would have rejected (the observe-mode panel).
+const observeYAML = `
+defaults:
+  mode: observe
+  rateLimiter: { limitForPeriod: 1, limitRefreshPeriod: 1s }
 `
 
 // slowCall is how long the backend takes over one call in three.
@@ -117,6 +127,7 @@ func startHedgingClient(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() }) //nolint:errcheck // closing a client conn reports nothing useful
+	observing := dialWith(t, lis.Addr().String(), observeYAML, obs)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
@@ -134,6 +145,7 @@ func startHedgingClient(t *testing.T) string {
 				}
 				// Errors are the point (BULKHEAD_FULL shows on the dashboard).
 				stub.UnaryCall(ctx, &testgrpc.SimpleRequest{}) //nolint:errcheck
+				observing.EmptyCall(ctx, &testgrpc.Empty{})    //nolint:errcheck
 			}
 		})
 	}
@@ -154,4 +166,25 @@ func startHedgingClient(t *testing.T) string {
 	}()
 	t.Cleanup(func() { hs.Close(); <-hsDone }) //nolint:errcheck // Close's error is the listener's
 	return mlis.Addr().String()
+}
+
+// dialWith connects to addr through a chain built from yamlConfig that
+// reports to obs; everything closes when the test ends.
+func dialWith(t *testing.T, addr, yamlConfig string, obs *otelmw.Observer) testgrpc.TestServiceClient {
+	t.Helper()
+	cfg, err := grpcmw.ParseConfig([]byte(yamlConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := grpcmw.New(cfg, grpcmw.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(chain.Close)
+	conn, err := grpc.NewClient(addr, append(chain.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() }) //nolint:errcheck // closing a client conn reports nothing useful
+	return testgrpc.NewTestServiceClient(conn)
 }

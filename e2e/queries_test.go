@@ -42,6 +42,8 @@ var catalogue = []string{
 	"meshless_outlier_ejected",
 	"meshless_rate_limiter_calls_total",
 	"meshless_hedging_attempts_total",
+	"meshless_throttler_calls_total",
+	"meshless_observe_decisions_total",
 	"meshless_cluster_syncs_total",
 	"meshless_cluster_connected",
 	"meshless_cluster_remote_opens_total",

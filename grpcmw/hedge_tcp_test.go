@@ -138,9 +138,9 @@ defaults:
 		t.Fatal(err)
 	}
 	want := []string{
-		"rate_limiter:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call",
+		"rate_limiter:acquired", "throttler:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call",
 		"hedging:hedge",
-		"rate_limiter:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call",
+		"rate_limiter:acquired", "throttler:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call",
 		"hedging:hedge_done", "timeout/overall:call", "call:call",
 	}
 	if got := obs.Trace(); !slices.Equal(got, want) {

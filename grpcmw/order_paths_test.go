@@ -112,13 +112,13 @@ func TestEveryPathRunsEveryStageInOrder(t *testing.T) {
 	const timeouts = "{ timeout: { perAttempt: 10s, overall: 20s } }"
 	methods := "\n    methods: { UnaryCall: " + timeouts + ", StreamingOutputCall: " + timeouts +
 		", StreamingInputCall: " + timeouts + ", FullDuplexCall: " + timeouts + " }\n"
-	attempt := []string{"rate_limiter:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call"}
+	attempt := []string{"rate_limiter:acquired", "throttler:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call"}
 	end := []string{"timeout/overall:call", "call:call"}
 	retried := slices.Concat(attempt, []string{"retry:attempt", "retry:retry_done"}, end)
 	hedged := slices.Concat(attempt, []string{"hedging:hedge_done"}, end)
 	// A hedged stream commits its copy at the first response: the hedge is
 	// over before the copy's gates exit, when the stream ends.
-	hedgedStream := slices.Concat(attempt[:2], []string{"hedging:hedge_done"}, attempt[2:], end)
+	hedgedStream := slices.Concat(attempt[:3], []string{"hedging:hedge_done"}, attempt[3:], end)
 	tests := []struct {
 		name string
 		yaml string

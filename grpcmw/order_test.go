@@ -44,8 +44,8 @@ services:
 	}
 	got := filterTrace(obs.Trace(), "call:call", "timeout/overall:call")
 	want := []string{
-		"bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry",
-		"bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry_done",
+		"throttler:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry",
+		"throttler:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry_done",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("events:\n%v\nwant:\n%v", got, want)

@@ -258,7 +258,7 @@ defaults:
 	if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"rate_limiter:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "timeout/overall:call", "call:call"}
+	want := []string{"rate_limiter:acquired", "throttler:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "timeout/overall:call", "call:call"}
 	if got := obs.Trace(); !slices.Equal(got, want) {
 		t.Fatalf("events:\n%v\nwant:\n%v", got, want)
 	}

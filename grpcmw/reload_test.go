@@ -153,8 +153,8 @@ defaults:
 	}
 	got := obs.Trace()
 	want := []string{
-		"bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry",
-		"bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry_done",
+		"throttler:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry",
+		"throttler:acquired", "bulkhead:acquired", "timeout/attempt:call", "bulkhead:released", "circuit_breaker:call", "retry:attempt", "retry:retry_done",
 		"timeout/overall:call", "call:call",
 	}
 	if !slices.Equal(got, want) {
@@ -165,7 +165,7 @@ defaults:
 		names = append(names, s.Kind.String()+"="+s.Name)
 	}
 	slices.Sort(names)
-	wantNames := []string{"bulkhead=grpc.testing.TestService", "call=grpc.testing.TestService/UnaryCall", "circuit_breaker=grpc.testing.TestService", "retry=grpc.testing.TestService/UnaryCall", "timeout=grpc.testing.TestService/UnaryCall", "timeout=grpc.testing.TestService/UnaryCall"}
+	wantNames := []string{"bulkhead=grpc.testing.TestService", "call=grpc.testing.TestService/UnaryCall", "circuit_breaker=grpc.testing.TestService", "retry=grpc.testing.TestService/UnaryCall", "throttler=grpc.testing.TestService", "timeout=grpc.testing.TestService/UnaryCall", "timeout=grpc.testing.TestService/UnaryCall"}
 	if !slices.Equal(names, wantNames) {
 		t.Fatalf("sources %v, want %v", names, wantNames)
 	}

@@ -24,15 +24,17 @@ type hedgingRecorder struct {
 	method string
 	// by winner: first, hedge, none
 	first, hedge, none []metric.AddOption
+	observed           []metric.AddOption // a copy in observe mode
 }
 
 func newHedgingRecorder(o *Observer, method string) *hedgingRecorder {
 	base := o.methodAttrs(method)
 	return &hedgingRecorder{
 		o: o, method: method,
-		first: addOpts(base, attrHedgingWinner.String("first")),
-		hedge: addOpts(base, attrHedgingWinner.String("hedge")),
-		none:  addOpts(base, attrHedgingWinner.String("none")),
+		first:    addOpts(base, attrHedgingWinner.String("first")),
+		hedge:    addOpts(base, attrHedgingWinner.String("hedge")),
+		none:     addOpts(base, attrHedgingWinner.String("none")),
+		observed: observedOpts(base, resilience.KindHedging, actionHedge),
 	}
 }
 
@@ -48,6 +50,10 @@ func (r *hedgingRecorder) Record(ctx context.Context, e resilience.Event) {
 		}
 		r.o.hedgingAttempts.Add(ctx, int64(e.Attempt), opts...)
 	case resilience.EventHedge:
+		if resilience.Observing(ctx) {
+			r.o.observed(ctx, r.observed, resilience.KindHedging, actionHedge, e.Err)
+			return
+		}
 		if r.o.cfg.spanEvents {
 			hedgeEvent(ctx, r.method, e)
 		}

@@ -74,6 +74,8 @@ type Observer struct {
 	callDuration        metric.Float64Histogram
 	rateLimiterCalls    metric.Int64Counter
 	hedgingAttempts     metric.Int64Counter
+	throttlerCalls      metric.Int64Counter
+	observeDecisions    metric.Int64Counter
 
 	reg metric.Registration // nil if registering the callback failed
 
@@ -188,6 +190,15 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 		metric.WithDescription("Copies sent by hedging policies, the first of each call included, by which copy's answer the call returned (first, hedge, none).")),
 	)(noop.Int64Counter{})
 
+	o.throttlerCalls = instrument(m.Int64Counter(metricThrottlerCalls,
+		metric.WithUnit("{call}"),
+		metric.WithDescription("Requests that adaptive throttlers admitted or rejected locally.")),
+	)(noop.Int64Counter{})
+	o.observeDecisions = instrument(m.Int64Counter(metricObserveDecisions,
+		metric.WithUnit("{decision}"),
+		metric.WithDescription("What policies in observe mode decided and did not do: a call they would have rejected, timed out, retried or hedged.")),
+	)(noop.Int64Counter{})
+
 	reg, err := m.RegisterCallback(o.observe, o.breakerState, o.breakerFailureRatio, o.breakerSlowRatio, o.bulkheadLimit)
 	if err != nil {
 		otel.Handle(err)
@@ -296,6 +307,10 @@ func (o *Observer) Attach(src resilience.Source) resilience.Recorder {
 		return r
 	case resilience.KindHedging:
 		r := newHedgingRecorder(o, src.Name)
+		r.zero()
+		return r
+	case resilience.KindThrottler:
+		r := newThrottlerRecorder(o, src.Name)
 		r.zero()
 		return r
 	}

@@ -22,6 +22,7 @@ type rateLimiterRecorder struct {
 	o                   *Observer
 	name                string
 	permitted, rejected []metric.AddOption
+	observed            []metric.AddOption // a rejection in observe mode
 }
 
 func newRateLimiterRecorder(o *Observer, name string) *rateLimiterRecorder {
@@ -30,6 +31,7 @@ func newRateLimiterRecorder(o *Observer, name string) *rateLimiterRecorder {
 		o: o, name: name,
 		permitted: addOpts(base, attrRateLimiterOut.String("permitted")),
 		rejected:  addOpts(base, attrRateLimiterOut.String("rejected")),
+		observed:  observedOpts(base, resilience.KindRateLimiter, actionReject),
 	}
 }
 
@@ -38,6 +40,10 @@ func (r *rateLimiterRecorder) Record(ctx context.Context, e resilience.Event) {
 	case resilience.EventAcquired:
 		r.o.rateLimiterCalls.Add(ctx, 1, r.permitted...)
 	case resilience.EventRejection:
+		if resilience.Observing(ctx) {
+			r.o.observed(ctx, r.observed, resilience.KindRateLimiter, actionReject, e.Err)
+			return
+		}
 		r.o.rateLimiterCalls.Add(ctx, 1, r.rejected...)
 		if r.o.cfg.spanEvents {
 			rateLimiterRejectionEvent(ctx, r.name, e)

@@ -28,6 +28,7 @@ type breakerRecorder struct {
 	base     []attribute.KeyValue     // the breaker's name
 	calls    [3][2][]metric.AddOption // [outcome][slow]
 	rejected []metric.AddOption
+	observed []metric.AddOption // a rejection in observe mode
 	// trans holds the option slice of each (from, to) pair, built on the
 	// pair's first transition: most pairs never happen.
 	trans [nStates][nStates]atomic.Pointer[[]metric.AddOption]
@@ -43,6 +44,7 @@ func newBreakerRecorder(o *Observer, name string) *breakerRecorder {
 		}
 	}
 	r.rejected = addOpts(r.base, attrBreakerOutcome.String("rejected"), attrSlow.Bool(false))
+	r.observed = observedOpts(r.base, resilience.KindCircuitBreaker, actionReject)
 	return r
 }
 
@@ -57,6 +59,10 @@ func (r *breakerRecorder) Record(ctx context.Context, e resilience.Event) {
 			r.o.breakerCalls.Add(ctx, 1, r.calls[e.Outcome][slow]...)
 		}
 	case resilience.EventRejection:
+		if resilience.Observing(ctx) {
+			r.o.observed(ctx, r.observed, resilience.KindCircuitBreaker, actionReject, e.Err)
+			return
+		}
 		r.o.breakerCalls.Add(ctx, 1, r.rejected...)
 		if r.o.cfg.spanEvents {
 			breakerRejectionEvent(ctx, r.name, e)
@@ -92,6 +98,7 @@ type bulkheadRecorder struct {
 	base                       []attribute.KeyValue // the bulkhead's name
 	active                     []metric.AddOption
 	admitted, rejected         []metric.AddOption
+	observed                   []metric.AddOption // a rejection in observe mode
 	waitAdmitted, waitRejected []metric.RecordOption
 }
 
@@ -103,6 +110,7 @@ func newBulkheadRecorder(o *Observer, name string) *bulkheadRecorder {
 		active:       addOpts(base),
 		admitted:     addOpts(base, admitted),
 		rejected:     addOpts(base, rejected),
+		observed:     observedOpts(base, resilience.KindBulkhead, actionReject),
 		waitAdmitted: recordOpts(base, admitted),
 		waitRejected: recordOpts(base, rejected),
 	}
@@ -119,6 +127,10 @@ func (r *bulkheadRecorder) Record(ctx context.Context, e resilience.Event) {
 	case resilience.EventReleased:
 		r.o.bulkheadActive.Add(ctx, -1, r.active...)
 	case resilience.EventRejection:
+		if resilience.Observing(ctx) {
+			r.o.observed(ctx, r.observed, resilience.KindBulkhead, actionReject, e.Err)
+			return
+		}
 		r.o.bulkheadCalls.Add(ctx, 1, r.rejected...)
 		if r.queues || e.Duration > 0 {
 			r.o.bulkheadWait.Record(ctx, e.Duration.Seconds(), r.waitRejected...)
@@ -135,13 +147,14 @@ type retryRecorder struct {
 	method   string // as the source named it, for span events
 	attempts []metric.AddOption
 	calls    [4][]metric.AddOption // success/failed × without/with retry
+	observed []metric.AddOption    // a retry in observe mode
 }
 
 var retryOutcomeValues = [4]string{"success_without_retry", "success_with_retry", "failed_without_retry", "failed_with_retry"}
 
 func newRetryRecorder(o *Observer, method string) *retryRecorder {
 	base := o.methodAttrs(method)
-	r := &retryRecorder{o: o, method: method, attempts: addOpts(base)}
+	r := &retryRecorder{o: o, method: method, attempts: addOpts(base), observed: observedOpts(base, resilience.KindRetry, actionRetry)}
 	for i, v := range retryOutcomeValues {
 		r.calls[i] = addOpts(base, attrRetryOutcome.String(v))
 	}
@@ -165,6 +178,10 @@ func (r *retryRecorder) Record(ctx context.Context, e resilience.Event) {
 		}
 		r.o.retryCalls.Add(ctx, 1, r.calls[i]...)
 	case resilience.EventRetry:
+		if resilience.Observing(ctx) {
+			r.o.observed(ctx, r.observed, resilience.KindRetry, actionRetry, e.Err)
+			return
+		}
 		if r.o.cfg.spanEvents {
 			retryEvent(ctx, r.method, e)
 		}
@@ -175,6 +192,7 @@ func (r *retryRecorder) Record(ctx context.Context, e resilience.Event) {
 type timeoutRecorder struct {
 	o                   *Observer
 	completed, timedOut []metric.AddOption
+	observed            []metric.AddOption // a timeout in observe mode
 }
 
 func newTimeoutRecorder(o *Observer, method, scope string) *timeoutRecorder {
@@ -186,6 +204,7 @@ func newTimeoutRecorder(o *Observer, method, scope string) *timeoutRecorder {
 		o:         o,
 		completed: addOpts(base, attrTimeoutOut.String("completed")),
 		timedOut:  addOpts(base, attrTimeoutOut.String("timed_out")),
+		observed:  observedOpts(base, resilience.KindTimeout, actionTimeOut),
 	}
 }
 
@@ -193,9 +212,15 @@ func (r *timeoutRecorder) Record(ctx context.Context, e resilience.Event) {
 	if e.Type != resilience.EventCall {
 		return
 	}
-	if e.TimedOut {
+	switch {
+	case e.TimedOut && resilience.Observing(ctx):
+		// Observe mode: the call went on, and completed; the timeout would
+		// have cut it.
+		r.o.timeoutCalls.Add(ctx, 1, r.completed...)
+		r.o.observed(ctx, r.observed, resilience.KindTimeout, actionTimeOut, nil)
+	case e.TimedOut:
 		r.o.timeoutCalls.Add(ctx, 1, r.timedOut...)
-	} else {
+	default:
 		r.o.timeoutCalls.Add(ctx, 1, r.completed...)
 	}
 }

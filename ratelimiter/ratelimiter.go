@@ -93,7 +93,9 @@ func (Permit) Drop() {}
 // that comes free within timeoutDuration — and, when ctx has a deadline,
 // before that deadline — and waits for it; a call for which no permit comes
 // free in time is rejected at once, without waiting and without spending
-// one. Without a timeoutDuration it rejects at once. Waiters are served first
+// one. Without a timeoutDuration, or for an observed context
+// (resilience.Observe: observe mode never delays a call), it rejects at
+// once. Waiters are served first
 // come, first served.
 //
 // If ctx ends while the call waits (or has already ended when it would
@@ -111,7 +113,7 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 		}
 		return Permit{}, nil
 	}
-	if l.cfg.timeout == 0 {
+	if l.cfg.timeout == 0 || resilience.Observing(ctx) {
 		return Permit{}, l.reject(ctx, l.limited, 0)
 	}
 	return l.acquireWaiting(ctx)

@@ -81,6 +81,7 @@ type Pipeline struct {
 	gates    []Gate
 	classify Classifier
 	clock    Clock
+	observe  bool // admits what a gate refuses (Observing)
 }
 
 // NewPipeline returns a pipeline of gates, outermost first; nil gates are
@@ -108,6 +109,19 @@ func NewPipeline(classify Classifier, clock Clock, gates ...Gate) (*Pipeline, er
 
 // Len returns the number of gates.
 func (p *Pipeline) Len() int { return len(p.gates) }
+
+// Observing returns a pipeline of the same gates in observe mode (see
+// [Observe]): a gate's refusal (a [Rejection]) does not refuse the attempt,
+// which goes on to the next gate without that gate's permit, and that gate
+// is not told how it ended. Admit the attempts of an observed context only
+// (the gates' events then tell the refusal apart, and they neither wait nor
+// shorten its deadline). Any other error from a gate refuses the attempt as
+// usual.
+func (p *Pipeline) Observing() *Pipeline {
+	q := *p
+	q.observe = true
+	return &q
+}
 
 // Admission is the permits one attempt holds. Fill it with
 // [Pipeline.Admit], run the attempt with [Admission.Context], and end it with
@@ -142,7 +156,13 @@ func (p *Pipeline) Admit(ctx context.Context, a *Admission) (err error) {
 		a.in[i] = ctx
 		next, pm, gerr := g.Enter(ctx)
 		if gerr != nil {
-			return gerr
+			if !p.observe || !IsRejection(gerr) {
+				return gerr
+			}
+			// Observe mode: the refusal was reported; the attempt goes on,
+			// and the gate, which holds nothing, is not exited.
+			a.permits[i], a.n, a.exited = Permit{}, i+1, a.exited|1<<i
+			continue
 		}
 		a.permits[i], a.n, ctx = pm, i+1, next
 	}

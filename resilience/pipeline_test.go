@@ -198,3 +198,34 @@ func recovered(f func()) (r any) {
 	f()
 	return nil
 }
+
+// Issue 19 item 5: an observing pipeline admits what a gate refuses. The
+// refusing gate, which holds no permit, is not exited; the gates before
+// and after it run as usual; any other error still refuses.
+func TestObservingPipelineAdmitsWhatAGateRefuses(t *testing.T) {
+	var log []string
+	a, b, c := &gate{name: "a", log: &log}, &gate{name: "b", log: &log, refuse: refusal{}}, &gate{name: "c", log: &log}
+	p := newPipeline(t, a, b, c).Observing()
+	ran := false
+	err := p.Run(resilience.Observe(t.Context()), func(ctx context.Context) error {
+		ran = true
+		log = append(log, "call:"+ctx.Value(ctxKey{}).(string))
+		return nil
+	})
+	want := []string{"a>", "b>", "c>", "call:c", "<c:success", "<a:success"}
+	if err != nil || !ran || !slices.Equal(log, want) {
+		t.Fatalf("err %v, ran %v, log %v; want the call run and %v", err, ran, log, want)
+	}
+
+	log = nil
+	broken := errors.New("not a rejection")
+	b.refuse = broken
+	ran = false
+	err = p.Run(resilience.Observe(t.Context()), func(context.Context) error { ran = true; return nil })
+	if err != broken || ran || !slices.Equal(log, []string{"a>", "b>", "<a:ignored"}) {
+		t.Fatalf("err %v, ran %v, log %v; want an error that is no rejection to refuse as usual", err, ran, log)
+	}
+	if octx := resilience.Observe(t.Context()); resilience.Observing(t.Context()) || !resilience.Observing(octx) || resilience.Observe(octx) != octx {
+		t.Fatal("Observe marks a context once, and Observing tells it apart")
+	}
+}

@@ -224,13 +224,19 @@ func (r *hedgeRun) canSend() bool {
 // cause is the non-fatal failure that sends it at once, if any.
 func (r *hedgeRun) send(cause error) {
 	c := &r.h.cfg
-	r.sent++
-	r.pending++
-	n := r.sent
+	n := r.sent + 1
 	now := c.clock.Now()
 	if n > 1 && r.h.rec != nil {
 		r.h.rec.Record(r.ctx, resilience.Event{Type: resilience.EventHedge, Attempt: n, Backoff: now.Sub(r.lastAt), Err: cause})
 	}
+	if n > 1 && c.observe {
+		// Observe mode: the copy was decided and reported, and is not sent.
+		r.stopped = true
+		r.stopTimer()
+		return
+	}
+	r.sent++
+	r.pending++
 	r.lastAt = now
 	r.wg.Add(1)
 	go r.copy(n)

@@ -54,6 +54,7 @@ type hedgeConfig struct {
 	throttle *Throttle
 	clock    resilience.Clock
 	observer resilience.Observer
+	observe  bool
 }
 
 func (c *hedgeConfig) validate() error {
@@ -134,4 +135,14 @@ func WithHedgeClock(clk resilience.Clock) HedgeOption {
 // [resilience.EventHedgeDone] per call). Default none.
 func WithHedgeObserver(o resilience.Observer) HedgeOption {
 	return hedgeOptionFunc(func(c *hedgeConfig) { c.observer = o })
+}
+
+// WithHedgeObserve makes the policy observe only (observe mode): it sends
+// the first copy only, and reports the copy it decides to send next
+// (resilience.EventHedge: no answer within hedgingDelay, or a non-fatal
+// failure) instead of sending it; the first copy's answer is the call's.
+// Run it with an observed context (resilience.Observe) so that observers
+// tell the reported copy apart. Default off.
+func WithHedgeObserve() HedgeOption {
+	return hedgeOptionFunc(func(c *hedgeConfig) { c.observe = true })
 }

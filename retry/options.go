@@ -46,6 +46,7 @@ type config struct {
 	clock     resilience.Clock
 	observer  resilience.Observer
 	rand      func() float64
+	observe   bool
 }
 
 func defaultConfig() config {
@@ -178,3 +179,11 @@ func WithClock(clk resilience.Clock) Option { return optionFunc(func(c *config) 
 func WithObserver(o resilience.Observer) Option {
 	return optionFunc(func(c *config) { c.observer = o })
 }
+
+// WithObserve makes the policy observe only (observe mode): it decides as
+// usual — the throttle moves as usual — and reports the retry it decides
+// on (resilience.EventRetry), then ends the call instead of making it
+// (resilience.EventRetryDone with ReasonObserved). Begin it with an
+// observed context (resilience.Observe) so that observers tell the
+// reported retry apart. Default off.
+func WithObserve() Option { return optionFunc(func(c *config) { c.observe = true }) }

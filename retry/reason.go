@@ -27,10 +27,13 @@ const (
 	// ReasonCommitted: the call had already delivered responses (a stream),
 	// so it could not be replayed.
 	ReasonCommitted
+	// ReasonObserved: the policy would have retried, and is observe only
+	// (WithObserve): the retry it decided on was reported, not made.
+	ReasonObserved
 )
 
 var reasonNames = [...]string{
-	"none", "max_attempts", "not_retryable", "rejected", "context_done", "deadline", "pushback", "throttled", "committed",
+	"none", "max_attempts", "not_retryable", "rejected", "context_done", "deadline", "pushback", "throttled", "committed", "observed",
 }
 
 // String returns the reason's name, e.g. "max_attempts".

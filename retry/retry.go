@@ -128,6 +128,11 @@ func (a *Attempts) Next(err error) (time.Duration, bool) {
 	if r.rec != nil {
 		r.rec.Record(a.ctx, resilience.Event{Type: resilience.EventRetry, Attempt: a.n + 1, Backoff: wait, Err: err})
 	}
+	if c.observe {
+		// Observe mode: the retry was decided and reported, and is not made.
+		a.finish(err, ReasonObserved)
+		return 0, false
+	}
 	return wait, true
 }
 

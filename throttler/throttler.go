@@ -92,11 +92,17 @@ func DefaultVerdict(r resilience.Result) Verdict {
 type Option func(*settings)
 
 type settings struct {
-	cfg     Config
-	clock   resilience.Clock
-	random  func() float64
-	verdict func(resilience.Result) Verdict
+	cfg      Config
+	clock    resilience.Clock
+	random   func() float64
+	verdict  func(resilience.Result) Verdict
+	observer resilience.Observer
 }
+
+// WithObserver sets the observer of the throttler's events: an
+// resilience.EventAcquired for each request it admits and an
+// resilience.EventRejection for each it rejects. Default none.
+func WithObserver(o resilience.Observer) Option { return func(s *settings) { s.observer = o } }
 
 // WithConfig sets every setting at once.
 func WithConfig(c Config) Option { return func(s *settings) { s.cfg = c } }
@@ -146,6 +152,7 @@ type Throttler struct {
 	clock   resilience.Clock
 	random  func() float64
 	verdict func(resilience.Result) Verdict
+	rec     resilience.Recorder
 	rej     *RejectedError
 	slot    time.Duration
 	start   time.Time
@@ -173,6 +180,7 @@ func New(opts ...Option) (*Throttler, error) {
 	for i := range t.b {
 		t.b[i].epoch = -1
 	}
+	t.rec = resilience.Attach(s.observer, resilience.Source{Kind: resilience.KindThrottler, Name: s.cfg.Name})
 	return t, nil
 }
 
@@ -255,6 +263,21 @@ func (t *Throttler) Counts() (requests, accepts int64) {
 // nothing yet: its Exit counts it, with its verdict. The permit it returns
 // is for Exit.
 func (t *Throttler) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	if t.admit() {
+		if t.rec != nil {
+			t.rec.Record(ctx, resilience.Event{Type: resilience.EventAcquired})
+		}
+		return ctx, resilience.Permit{Ref: t}, nil
+	}
+	if t.rec != nil {
+		t.rec.Record(ctx, resilience.Event{Type: resilience.EventRejection, Err: t.rej})
+	}
+	return ctx, resilience.Permit{}, t.rej
+}
+
+// admit draws whether the next request goes; a rejected one is counted at
+// once.
+func (t *Throttler) admit() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.epoch(t.clock.Now())
@@ -262,9 +285,9 @@ func (t *Throttler) Enter(ctx context.Context) (context.Context, resilience.Perm
 		if b := t.bucket(e); b != nil {
 			b.requests++
 		}
-		return ctx, resilience.Permit{}, t.rej
+		return false
 	}
-	return ctx, resilience.Permit{Ref: t}, nil
+	return true
 }
 
 // Exit counts the admitted request as its verdict says, at the time it

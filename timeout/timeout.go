@@ -71,9 +71,10 @@ func (e *Error) Unwrap() error { return e.Err }
 //
 // A Timeout is safe for concurrent use.
 type Timeout struct {
-	d     time.Duration
-	scope Scope
-	rec   resilience.Recorder
+	d       time.Duration
+	scope   Scope
+	observe bool
+	rec     resilience.Recorder
 }
 
 var (
@@ -101,7 +102,7 @@ func New(d time.Duration, opts ...Option) (*Timeout, error) {
 	case c.scope > Overall:
 		return nil, fmt.Errorf("timeout: %w", &resilience.OptionError{Option: "scope", Value: c.scope, Problem: "must be Attempt or Overall"})
 	}
-	t := &Timeout{d: d, scope: c.scope}
+	t := &Timeout{d: d, scope: c.scope, observe: c.observe}
 	t.rec = resilience.Attach(c.observer, resilience.Source{Kind: resilience.KindTimeout, Name: c.name, Scope: c.scope.String()})
 	return t, nil
 }
@@ -120,6 +121,13 @@ func (t *Timeout) Scope() Scope { return t.scope }
 func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) error {
 	if t.d <= 0 {
 		return fn(ctx)
+	}
+	if t.observe {
+		start := time.Now()
+		err := fn(ctx)
+		d := time.Since(start)
+		t.report(ctx, d, d >= t.d)
+		return err
 	}
 	return t.executeFrom(ctx, time.Now(), fn)
 }
@@ -159,6 +167,9 @@ func (t *Timeout) Enter(ctx context.Context) (context.Context, resilience.Permit
 	if t.d <= 0 {
 		return ctx, resilience.Permit{}, nil
 	}
+	if t.observe {
+		return ctx, resilience.Permit{Ref: t, Aux: observed{}}, nil
+	}
 	deadline := time.Now().Add(t.d)
 	if dl, ok := ctx.Deadline(); ok && !deadline.Before(dl) {
 		return ctx, resilience.Permit{Ref: t}, nil // the caller's deadline governs
@@ -184,10 +195,14 @@ func (t *Timeout) Exit(ctx context.Context, p resilience.Permit, r resilience.Re
 			return &Error{Scope: t.scope, Timeout: t.d, Err: r.Err}
 		}
 	case *Timeout:
-		t.report(ctx, r.Duration, false)
+		_, obs := p.Aux.(observed)
+		t.report(ctx, r.Duration, obs && r.Duration >= t.d)
 	}
 	return r.Err
 }
+
+// observed marks the permit of an observe-only timeout (WithObserve).
+type observed struct{}
 
 // Apply is [Timeout.Execute] as a [resilience.Policy].
 func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
@@ -204,6 +219,7 @@ type config struct {
 	name     string
 	scope    Scope
 	observer resilience.Observer
+	observe  bool
 }
 
 // Option configures a [Timeout].
@@ -218,6 +234,13 @@ func WithName(name string) Option { return optionFunc(func(c *config) { c.name =
 
 // WithScope says what the timeout bounds. Default [Attempt].
 func WithScope(s Scope) Option { return optionFunc(func(c *config) { c.scope = s }) }
+
+// WithObserve makes the timeout observe only (observe mode): it never
+// shortens a call's deadline, and its EventCall says TimedOut when the
+// call took the timeout or longer — what it would have cut. Record it with
+// an observed context (resilience.Observe) so that observers tell it apart.
+// Default off.
+func WithObserve() Option { return optionFunc(func(c *config) { c.observe = true }) }
 
 // WithObserver sets the observer that receives an EventCall per call, with
 // TimedOut set when the timeout ended it. Default none.

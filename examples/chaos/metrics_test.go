@@ -35,6 +35,7 @@ var families = map[string]string{
 	"meshless_timeout_calls_total":               "counter",
 	"meshless_call_duration_seconds":             "histogram", // _bucket, _sum, _count
 	"meshless_rate_limiter_calls_total":          "counter",
+	"meshless_throttler_calls_total":             "counter",
 	"meshless_cluster_syncs_total":               "counter", // the cluster scenario's, through the ClusterListener
 	"meshless_cluster_connected":                 "gauge",
 	"meshless_cluster_remote_opens_total":        "counter",

@@ -37,6 +37,9 @@ type Call struct {
 // overall deadline is set now, so it bounds everything the call does: local
 // queues, attempts and backoffs.
 func (m *Method) Begin(ctx context.Context, stream bool) Call {
+	if m.observe {
+		ctx = resilience.Observe(ctx)
+	}
 	c := Call{m: m, caller: ctx, ctx: ctx, overall: m.overall, p: m.unary}
 	if stream {
 		c.overall, c.p = m.sOverall, m.stream
@@ -196,6 +199,9 @@ func (m *Method) Serve(ctx context.Context, fn func(ctx context.Context) error) 
 	if m.unary.Len() == 0 {
 		return fn(ctx), false
 	}
+	if m.observe {
+		ctx = resilience.Observe(ctx)
+	}
 	var adm resilience.Admission
 	if err := m.unary.Admit(ctx, &adm); err != nil {
 		return err, true
@@ -208,6 +214,9 @@ func (m *Method) Serve(ctx context.Context, fn func(ctx context.Context) error) 
 func (m *Method) ServeStream(ctx context.Context, fn func() error) (err error, refused bool) {
 	if m.stream.Len() == 0 {
 		return fn(), false
+	}
+	if m.observe {
+		ctx = resilience.Observe(ctx)
 	}
 	var adm resilience.Admission
 	if err := m.stream.Admit(ctx, &adm); err != nil {

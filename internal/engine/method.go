@@ -39,6 +39,10 @@ type Method struct {
 	breaker       *circuitbreaker.Breaker
 	bulkhead      *bulkhead.Bulkhead
 	limiter       *ratelimiter.Limiter
+	// observe is mode: observe: the call's context is observed
+	// (resilience.Observe), its pipelines admit what a gate refuses, and
+	// its timeouts, retry and hedging decide without acting.
+	observe bool
 }
 
 // Name returns the method's name for observers: "pkg.Svc/Method".
@@ -92,7 +96,7 @@ type limiterEntry struct {
 func (e *Engine) build(st *state, group, name string) *Method {
 	s := st.cfg.Resolve(e.opts.Scope, group, name)
 	o := &e.opts
-	m := &Method{e: e, name: group + "/" + name, Settings: s,
+	m := &Method{e: e, name: group + "/" + name, Settings: s, observe: s.Observe,
 		classes: classes{t: e.t, failure: newCodeSet(s.FailureCodes), ignored: newCodeSet(s.IgnoredCodes)}}
 	if !o.ServerSide {
 		m.call = resilience.Attach(o.Observer, resilience.Source{Kind: resilience.KindCall, Name: m.name})
@@ -120,7 +124,7 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		}
 	}
 	if o.ServerSide {
-		m.unary = g.pipeline(&m.classes, o.Clock, nil)
+		m.unary = m.pipeline(g, nil)
 		m.stream = m.unary
 		return m
 	}
@@ -144,11 +148,21 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		rc.MaxAttempts = 1
 		m.attempts = e.newRetry(st, m, rc, nil)
 	}
-	m.overall = e.newTimeout(m.name, s.Overall, timeout.Overall)
-	m.sOverall = e.newTimeout(m.name, s.StreamOverall, timeout.Overall)
-	m.unary = g.pipeline(&m.classes, o.Clock, e.newTimeout(m.name, s.PerAttempt, timeout.Attempt))
-	m.stream = g.pipeline(&m.classes, o.Clock, e.newTimeout(m.name, s.StreamPerAttempt, timeout.Attempt))
+	m.overall = m.newTimeout(s.Overall, timeout.Overall)
+	m.sOverall = m.newTimeout(s.StreamOverall, timeout.Overall)
+	m.unary = m.pipeline(g, m.newTimeout(s.PerAttempt, timeout.Attempt))
+	m.stream = m.pipeline(g, m.newTimeout(s.StreamPerAttempt, timeout.Attempt))
 	return m
+}
+
+// pipeline returns the method's attempt pipeline (order.go), in observe
+// mode when the method observes.
+func (m *Method) pipeline(g gates, perAttempt *timeout.Timeout) *resilience.Pipeline {
+	p := g.pipeline(&m.classes, m.e.opts.Clock, perAttempt)
+	if m.observe {
+		p = p.Observing()
+	}
+	return p
 }
 
 // streamRetry is the retry policy of a hedging method's calls that cannot
@@ -158,11 +172,15 @@ func streamRetry(h retry.HedgeConfig) retry.Config {
 	return retry.Config{MaxAttempts: h.MaxAttempts, InitialBackoff: d, MaxBackoff: d, BackoffMultiplier: 1}
 }
 
-func (e *Engine) newTimeout(name string, d time.Duration, scope timeout.Scope) *timeout.Timeout {
+func (m *Method) newTimeout(d time.Duration, scope timeout.Scope) *timeout.Timeout {
 	if d <= 0 {
 		return nil
 	}
-	t, _ := timeout.New(d, timeout.WithScope(scope), timeout.WithName(name), timeout.WithObserver(e.opts.Observer))
+	opts := []timeout.Option{timeout.WithScope(scope), timeout.WithName(m.name), timeout.WithObserver(m.e.opts.Observer)}
+	if m.observe {
+		opts = append(opts, timeout.WithObserve())
+	}
+	t, _ := timeout.New(d, opts...)
 	return t
 }
 
@@ -179,6 +197,9 @@ func (e *Engine) newRetry(st *state, m *Method, rc retry.Config, obs resilience.
 	if st.throttle != nil {
 		opts = append(opts, retry.WithThrottle(st.throttle))
 	}
+	if m.observe {
+		opts = append(opts, retry.WithObserve())
+	}
 	r, _ := retry.New(opts...) // validated with the configuration
 	return r
 }
@@ -194,6 +215,9 @@ func (e *Engine) newHedge(st *state, m *Method, hc retry.HedgeConfig) *retry.Hed
 	}
 	if st.throttle != nil {
 		opts = append(opts, retry.WithHedgeThrottle(st.throttle))
+	}
+	if m.observe {
+		opts = append(opts, retry.WithHedgeObserve())
 	}
 	h, _ := retry.NewHedge(opts...)
 	return h
@@ -274,7 +298,8 @@ func (e *Engine) throttlerOf(st *state, key string, cfg throttler.Config, b *cir
 	if te, ok := st.throttlers[key]; ok && te.cfg == cfg && te.breaker == b {
 		return te
 	}
-	t, err := throttler.New(throttler.WithConfig(cfg), throttler.WithClock(e.opts.Clock), throttler.WithVerdict(c.verdict))
+	t, err := throttler.New(throttler.WithConfig(cfg), throttler.WithClock(e.opts.Clock), throttler.WithVerdict(c.verdict),
+		throttler.WithObserver(e.opts.Observer))
 	if err != nil {
 		return nil // cannot happen: the configuration was validated
 	}
