@@ -26,10 +26,13 @@ const (
 	KindOutlier
 	// KindHedging is a hedging policy (retry.Hedge).
 	KindHedging
+	// KindDeadLetter is a dead-letter queue (package deadletter): its
+	// rejection is a call deferred, kept to be replayed later.
+	KindDeadLetter
 )
 
 // String returns "circuit_breaker", "retry", "bulkhead", "timeout", "other",
-// "call", "rate_limiter", "outlier" or "hedging".
+// "call", "rate_limiter", "outlier", "hedging" or "dead_letter".
 func (k Kind) String() string {
 	switch k {
 	case KindCircuitBreaker:
@@ -50,6 +53,8 @@ func (k Kind) String() string {
 		return "outlier"
 	case KindHedging:
 		return "hedging"
+	case KindDeadLetter:
+		return "dead_letter"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
