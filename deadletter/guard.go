@@ -50,7 +50,7 @@ func NewGuard(q *Queue, br *circuitbreaker.Breaker, fn Handler) (*Guard, error) 
 // non-empty e.ID (the broker's message ID, say) becomes the replay id.
 func (g *Guard) Do(ctx context.Context, e Entry) error {
 	e.Key = g.key
-	err := g.br.Execute(ctx, func(ctx context.Context) error { return g.fn(ctx, e) })
+	err := g.call(ctx, e)
 	switch {
 	case err == nil:
 		if g.q.Pending(g.key) > 0 {
@@ -63,6 +63,10 @@ func (g *Guard) Do(ctx context.Context, e Entry) error {
 	return err
 }
 
-func (g *Guard) replay(ctx context.Context, e Entry) error {
+func (g *Guard) replay(ctx context.Context, e Entry) error { return g.call(ctx, e) }
+
+// call runs the handler through the breaker; Execute records a panic as a
+// failure before it goes on up.
+func (g *Guard) call(ctx context.Context, e Entry) error {
 	return g.br.Execute(ctx, func(ctx context.Context) error { return g.fn(ctx, e) })
 }

@@ -103,3 +103,36 @@ func TestGuardNeedsItsParts(t *testing.T) {
 		t.Fatal("no error")
 	}
 }
+
+func TestGuardAPanicIsAFailureAndGoesOnUp(t *testing.T) {
+	q := newQueue(t, deadlettertest.NewStore(nil), deadletter.Config{})
+	br, _ := circuitbreaker.New(circuitbreaker.WithName("orders"), circuitbreaker.WithSlidingWindowSize(2),
+		circuitbreaker.WithMinimumNumberOfCalls(2))
+	defer br.Close()
+	g, _ := deadletter.NewGuard(q, br, func(context.Context, deadletter.Entry) error { panic("bug") })
+	for range 2 {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("the panic did not go on up")
+				}
+			}()
+			_ = g.Do(t.Context(), deadletter.Entry{})
+		}()
+	}
+	if br.State() != circuitbreaker.StateOpen {
+		t.Fatalf("after two panics the breaker is %v, want open (each a failure)", br.State())
+	}
+}
+
+func TestGuardSuccessDoesNotAllocate(t *testing.T) {
+	q := newQueue(t, deadlettertest.NewStore(nil), deadletter.Config{})
+	br, _ := circuitbreaker.New(circuitbreaker.WithName("orders"))
+	defer br.Close()
+	g, _ := deadletter.NewGuard(q, br, func(context.Context, deadletter.Entry) error { return nil })
+	ctx := t.Context()
+	e := deadletter.Entry{Payload: []byte("x")}
+	if n := testing.AllocsPerRun(200, func() { _ = g.Do(ctx, e) }); n != 0 {
+		t.Fatalf("a successful event through the guard allocates %v times", n)
+	}
+}
