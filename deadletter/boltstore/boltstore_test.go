@@ -274,3 +274,28 @@ func TestSIGKILLBetweenDeferAndReplay(t *testing.T) {
 		t.Fatalf("replayed after the kill %v, want %v", got, want)
 	}
 }
+
+// A full key refuses, and the caller gets the breaker's own rejection; the
+// file holds exactly the entries it accepted.
+func TestAFullFileRefusesWithTheOriginalRejection(t *testing.T) {
+	store := open(t, filepath.Join(t.TempDir(), "dl.db"))
+	q, err := deadletter.New(store, deadletter.Config{MaxEntries: 3}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	_ = q.Handle("pkg.Svc", func(context.Context, deadletter.Entry) error { return circuitbreaker.ErrOpen })
+	rejection := &circuitbreaker.OpenError{Name: "pkg.Svc", State: circuitbreaker.StateOpen}
+	for i := range 5 {
+		err := q.Defer(t.Context(), deadletter.Entry{Key: "pkg.Svc", Payload: []byte{byte(i)}}, rejection)
+		switch {
+		case i < 3 && !errors.Is(err, deadletter.ErrDeferred):
+			t.Fatalf("deferral %d: %v", i, err)
+		case i >= 3 && err != error(rejection):
+			t.Fatalf("deferral %d into a full key returned %v, want the original rejection", i, err)
+		}
+	}
+	if st, _ := store.Stats(t.Context(), "pkg.Svc"); st.Waiting != 3 {
+		t.Fatalf("the file holds %d entries, want 3", st.Waiting)
+	}
+}
