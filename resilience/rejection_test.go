@@ -81,6 +81,7 @@ func TestNames(t *testing.T) {
 		{resilience.Outcome(9).String(), "Outcome(9)"},
 		{resilience.KindCircuitBreaker.String(), "circuit_breaker"},
 		{resilience.KindBulkhead.String(), "bulkhead"},
+		{resilience.KindDeadLetter.String(), "dead_letter"},
 		{resilience.Kind(42).String(), "Kind(42)"},
 		{resilience.EventTransition.String(), "transition"},
 		{resilience.EventRetryDone.String(), "retry_done"},

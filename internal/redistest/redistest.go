@@ -16,17 +16,32 @@ import (
 // Server is one redis-server process. Kill and Restart are safe for
 // concurrent use.
 type Server struct {
-	tb   testing.TB
-	bin  string
-	port int
+	tb         testing.TB
+	bin        string
+	port       int
+	persistent bool
+	dir        string // the data directory of a persistent server
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // nil while killed
 }
 
+// Option configures a [Server].
+type Option interface{ apply(*Server) }
+
+type optionFunc func(*Server)
+
+func (f optionFunc) apply(s *Server) { f(s) }
+
+// Persistent makes the server keep its data as a production server that
+// must lose nothing would: an append-only file synced on every write
+// (appendonly yes, appendfsync always) in one directory for the server's
+// life, so that Restart after Kill finds every acknowledged write.
+func Persistent() Option { return optionFunc(func(s *Server) { s.persistent = true }) }
+
 // Start starts redis-server on a free loopback port and stops it when the
 // test ends.
-func Start(tb testing.TB) *Server {
+func Start(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -37,6 +52,12 @@ func Start(tb testing.TB) *Server {
 		tb.Skip(msg)
 	}
 	s := &Server{tb: tb, bin: bin}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	if s.persistent {
+		s.dir = tb.TempDir()
+	}
 	// A free port: the kernel picks one, we close it, redis-server takes it.
 	// Another process could take it in between; start then fails clearly.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -51,6 +72,10 @@ func Start(tb testing.TB) *Server {
 	tb.Cleanup(s.Kill)
 	return s
 }
+
+// Dir returns the data directory of a [Persistent] server (its
+// append-only files are under it), "" for another.
+func (s *Server) Dir() string { return s.dir }
 
 // Addr returns the server's host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
@@ -67,8 +92,9 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
-// Restart starts the server again on the same port, with an empty
-// dataset, after Kill.
+// Restart starts the server again on the same port after Kill: with an
+// empty dataset, or, for a [Persistent] server, with what its append-only
+// file holds.
 func (s *Server) Restart() {
 	s.tb.Helper()
 	if err := s.start(); err != nil {
@@ -82,8 +108,13 @@ func (s *Server) start() error {
 	if s.cmd != nil {
 		return errors.New("already running")
 	}
-	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.tb.TempDir(), "--loglevel", "warning")
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--loglevel", "warning"}
+	if s.persistent {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always", "--dir", s.dir)
+	} else {
+		args = append(args, "--appendonly", "no", "--dir", s.tb.TempDir())
+	}
+	cmd := exec.Command(s.bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

@@ -54,3 +54,50 @@ func ExampleStart() {
 	srv := redistest.Start(t)
 	_ = srv.Addr() // host:port on loopback, for a go-redis client
 }
+
+func TestPersistentServerKeepsAcknowledgedWritesAcrossAKill(t *testing.T) {
+	srv := redistest.Start(t, redistest.Persistent())
+	if srv.Dir() == "" {
+		t.Fatal("a persistent server has no data directory")
+	}
+	if got := command(t, srv.Addr(), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nkept!\r\n"); got != "+OK\r\n" {
+		t.Fatalf("SET answered %q", got)
+	}
+	srv.Kill() // SIGKILL right after the acknowledgement
+	srv.Restart()
+	if got := command(t, srv.Addr(), "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"); got != "$5\r\n" {
+		t.Fatalf("GET after a kill answered %q, want the value kept", got)
+	}
+}
+
+func TestAnOrdinaryServerRestartsEmpty(t *testing.T) {
+	srv := redistest.Start(t)
+	if srv.Dir() != "" {
+		t.Fatalf("Dir() = %q for a server without persistence", srv.Dir())
+	}
+	_ = command(t, srv.Addr(), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n")
+	srv.Kill()
+	srv.Restart()
+	if got := command(t, srv.Addr(), "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"); got != "$-1\r\n" {
+		t.Fatalf("GET after a restart answered %q, want nil", got)
+	}
+}
+
+// command sends one RESP command and returns the first line of the answer.
+func command(t *testing.T, addr, cmd string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(cmd)); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	return line
+}

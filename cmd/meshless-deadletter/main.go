@@ -1,0 +1,322 @@
+// Command meshless-deadletter lists, inspects, requeues and purges the
+// entries of meshless dead-letter queues (package deadletter), in a local
+// bbolt file or in Redis.
+//
+//	meshless-deadletter -file /var/lib/app/deadletter.db keys
+//	meshless-deadletter -redis redis:6379 -namespace payments-client list pkg.Svc parked
+//	meshless-deadletter -redis redis:6379 requeue pkg.Svc -all
+//
+// Run it with -h for every command and flag.
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/deadletter/boltstore"
+	"github.com/meshless/meshless/deadletter/redisstore"
+)
+
+const usage = `meshless-deadletter lists, inspects, requeues and purges the entries of
+meshless dead-letter queues (Go package github.com/meshless/meshless/deadletter):
+calls an open circuit breaker deferred, waiting to be replayed, and entries
+parked after too many failed replays, waiting for an operator.
+
+Usage:
+  meshless-deadletter (-file PATH | -redis ADDR [-namespace NS]) COMMAND [ARGS]
+
+The store:
+  -file PATH       a local store's bbolt file. bbolt locks the file: use the
+                   command while the service that owns it is stopped (a
+                   running service offers the same operations through its
+                   deadletter.Queue).
+  -redis ADDR      a Redis store: host:port, or redis://[user:password@]host:port/db.
+                   Safe while the services run.
+  -namespace NS    the Redis store's namespace (default "meshless").
+  -timeout D       bound on the whole command (default 30s).
+
+Commands:
+  keys                          the keys that hold entries, with their figures
+  list KEY [waiting|parked]     a key's entries, oldest first (default: parked)
+       [-n N] [-after POS]      at most N (default 100, at most 1000), after a position
+  show KEY ID                   one entry: what to call, metadata, payload
+  requeue KEY (ID... | -all)    move parked entries back to the tail of the key's
+                                waiting entries: replayed again from scratch,
+                                with the same replay id
+  purge KEY (ID... | -all)      delete parked entries
+
+Exit status: 0 done, 1 failed, 2 a usage error.
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// errUsage marks a usage error (exit status 2).
+var errUsage = errors.New("usage")
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("meshless-deadletter", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	file := fs.String("file", "", "")
+	addr := fs.String("redis", "", "")
+	ns := fs.String("namespace", redisstore.DefaultNamespace, "")
+	timeout := fs.Duration("timeout", 30*time.Second, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "meshless-deadletter: %v\n\n%s", err, usage)
+		return 2
+	}
+	err := func() error {
+		if (*file == "") == (*addr == "") {
+			return fmt.Errorf("%w: give one store: -file PATH or -redis ADDR", errUsage)
+		}
+		if fs.NArg() == 0 {
+			return fmt.Errorf("%w: no command", errUsage)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		store, closeStore, err := openStore(*file, *addr, *ns)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		return command(ctx, store, fs.Args(), stdout)
+	}()
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "meshless-deadletter: %v (-h for help)\n", err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "meshless-deadletter: %v\n", err)
+	return 1
+}
+
+func openStore(file, addr, ns string) (deadletter.Store, func(), error) {
+	if file != "" {
+		if _, err := os.Stat(file); err != nil {
+			return nil, nil, err // never create a file by mistake
+		}
+		s, err := boltstore.Open(file)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { _ = s.Close() }, nil
+	}
+	opt := &redis.Options{Addr: addr}
+	if strings.Contains(addr, "://") {
+		var err error
+		if opt, err = redis.ParseURL(addr); err != nil {
+			return nil, nil, fmt.Errorf("-redis %q: %w", addr, err)
+		}
+	}
+	rdb := redis.NewClient(opt)
+	s, err := redisstore.New(rdb, redisstore.WithNamespace(ns))
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	return s, func() { _ = s.Close(); _ = rdb.Close() }, nil
+}
+
+func command(ctx context.Context, s deadletter.Store, args []string, w io.Writer) error {
+	name, args := args[0], args[1:]
+	switch name {
+	case "keys":
+		if len(args) != 0 {
+			return fmt.Errorf("%w: keys takes no arguments", errUsage)
+		}
+		return keys(ctx, s, w)
+	case "list":
+		return list(ctx, s, args, w)
+	case "show":
+		if len(args) != 2 {
+			return fmt.Errorf("%w: show KEY ID", errUsage)
+		}
+		return show(ctx, s, args[0], args[1], w)
+	case "requeue", "purge":
+		if len(args) < 2 {
+			return fmt.Errorf("%w: %s KEY (ID... | -all)", errUsage, name)
+		}
+		return operate(ctx, s, name, args[0], args[1:], w)
+	}
+	return fmt.Errorf("%w: unknown command %q", errUsage, name)
+}
+
+func keys(ctx context.Context, s deadletter.Store, w io.Writer) error {
+	ks, err := s.Keys(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tWAITING\tPARKED\tBYTES\tOLDEST WAITING")
+	for _, k := range ks {
+		st, err := s.Stats(ctx, k)
+		if err != nil {
+			return fmt.Errorf("key %q: %w", k, err)
+		}
+		oldest := "-"
+		if !st.Oldest.IsZero() {
+			oldest = st.Oldest.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", k, st.Waiting, st.Parked, st.Bytes, oldest)
+	}
+	return tw.Flush()
+}
+
+func list(ctx context.Context, s deadletter.Store, args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("list", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	n := fs.Int("n", 100, "")
+	after := fs.String("after", "", "")
+	if len(args) == 0 {
+		return fmt.Errorf("%w: list KEY [waiting|parked] [-n N] [-after POS]", errUsage)
+	}
+	key, rest := args[0], args[1:]
+	state := deadletter.Parked
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		switch rest[0] {
+		case "waiting":
+			state = deadletter.Waiting
+		case "parked":
+		default:
+			return fmt.Errorf("%w: list: %q is not waiting or parked", errUsage, rest[0])
+		}
+		rest = rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil || fs.NArg() != 0 {
+		return fmt.Errorf("%w: list KEY [waiting|parked] [-n N] [-after POS]", errUsage)
+	}
+	if *n < 1 || *n > deadletter.MaxList {
+		return fmt.Errorf("%w: -n must be in [1, %d]", errUsage, deadletter.MaxList)
+	}
+	es, err := s.List(ctx, key, state, *after, *n)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POS\tID\tENQUEUED\tFAILED REPLAYS\tMETHOD\tPAYLOAD BYTES")
+	for _, e := range es {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", e.Pos, e.ID, e.Enqueued.UTC().Format(time.RFC3339), e.Replays, e.Method, len(e.Payload))
+	}
+	return tw.Flush()
+}
+
+// find returns key's entry id, parked or waiting, reading at most
+// MaxMaxEntries of each.
+func find(ctx context.Context, s deadletter.Store, key, id string) (deadletter.Entry, deadletter.State, error) {
+	for _, state := range []deadletter.State{deadletter.Parked, deadletter.Waiting} {
+		after := ""
+		for range deadletter.MaxMaxEntries/deadletter.MaxList + 1 {
+			es, err := s.List(ctx, key, state, after, deadletter.MaxList)
+			if err != nil {
+				return deadletter.Entry{}, 0, err
+			}
+			for _, e := range es {
+				if e.ID == id {
+					return e, state, nil
+				}
+			}
+			if len(es) < deadletter.MaxList {
+				break
+			}
+			after = es[len(es)-1].Pos
+		}
+	}
+	return deadletter.Entry{}, 0, fmt.Errorf("key %q: %w: %s", key, deadletter.ErrNotFound, id)
+}
+
+// maxShown bounds the payload bytes show prints.
+const maxShown = 4 << 10
+
+func show(ctx context.Context, s deadletter.Store, key, id string, w io.Writer) error {
+	e, state, err := find(ctx, s, key, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "id:             %s\nkey:            %s\nstate:          %s\nposition:       %s\n", e.ID, e.Key, state, e.Pos)
+	fmt.Fprintf(w, "enqueued:       %s\nfailed replays: %d\nmethod:         %s\ntarget:         %s\n",
+		e.Enqueued.UTC().Format(time.RFC3339Nano), e.Replays, e.Method, e.Target)
+	mdKeys := make([]string, 0, len(e.Metadata))
+	for k := range e.Metadata {
+		mdKeys = append(mdKeys, k)
+	}
+	slices.Sort(mdKeys)
+	fmt.Fprintln(w, "metadata:")
+	for _, k := range mdKeys {
+		for _, v := range e.Metadata[k] {
+			fmt.Fprintf(w, "  %s: %s\n", k, strconv.Quote(v))
+		}
+	}
+	p := e.Payload
+	fmt.Fprintf(w, "payload:        %d bytes\n", len(p))
+	if len(p) > maxShown {
+		p = p[:maxShown]
+	}
+	if utf8.Valid(p) {
+		fmt.Fprintln(w, strconv.Quote(string(p)))
+	} else {
+		fmt.Fprint(w, hex.Dump(p))
+	}
+	if len(p) < len(e.Payload) {
+		fmt.Fprintf(w, "(the first %d bytes)\n", len(p))
+	}
+	return nil
+}
+
+func operate(ctx context.Context, s deadletter.Store, op, key string, ids []string, w io.Writer) error {
+	if slices.Contains(ids, "-all") {
+		if len(ids) != 1 {
+			return fmt.Errorf("%w: %s KEY (ID... | -all)", errUsage, op)
+		}
+		ids = nil
+		after := ""
+		for range deadletter.MaxMaxEntries/deadletter.MaxList + 1 {
+			es, err := s.List(ctx, key, deadletter.Parked, after, deadletter.MaxList)
+			if err != nil {
+				return err
+			}
+			for _, e := range es {
+				ids = append(ids, e.ID)
+			}
+			if len(es) < deadletter.MaxList {
+				break
+			}
+			after = es[len(es)-1].Pos
+		}
+	}
+	now := time.Now()
+	done := 0
+	for _, id := range ids {
+		var err error
+		if op == "requeue" {
+			err = s.Requeue(ctx, key, id, now)
+		} else {
+			err = s.Purge(ctx, key, id)
+		}
+		if err != nil {
+			fmt.Fprintf(w, "%sd %d of %d\n", op, done, len(ids))
+			return fmt.Errorf("%s %s: %w", op, id, err)
+		}
+		done++
+	}
+	fmt.Fprintf(w, "%sd %d\n", op, done)
+	return nil
+}

@@ -1,0 +1,350 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/internal/opterr"
+)
+
+// DefaultNamespace prefixes every key unless [WithNamespace] says otherwise.
+const DefaultNamespace = "meshless"
+
+// maxLeaseTTL bounds a lease that another holder set: a longer one (or one
+// without a TTL) is not a holder's, and is taken over.
+const maxLeaseTTL = 3 * time.Hour
+
+// scanPage is how many parked entries one XRANGE reads when looking for an
+// ID.
+const scanPage = 500
+
+// Store is a [deadletter.Store] in Redis Streams. It is safe for concurrent
+// use; every instance of a client that uses the same namespace shares its
+// entries.
+type Store struct {
+	rdb    redis.UniversalClient
+	ns     string
+	closed atomic.Bool
+	known  sync.Map // keys already added to the key set
+}
+
+var _ deadletter.Store = (*Store)(nil)
+
+// Option configures a [Store].
+type Option interface{ apply(*Store) }
+
+type optionFunc func(*Store)
+
+func (f optionFunc) apply(s *Store) { f(s) }
+
+// WithNamespace sets the prefix of every key: every instance of one client
+// uses the same. Default [DefaultNamespace]. At most 128 bytes, printable
+// ASCII without spaces or braces.
+func WithNamespace(ns string) Option { return optionFunc(func(s *Store) { s.ns = ns }) }
+
+// New returns a store that keeps its entries through rdb (the client
+// cluster mode uses, or one of its own). The client stays the caller's:
+// Close does not close it.
+func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
+	s := &Store{rdb: rdb, ns: DefaultNamespace}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	var errs opterr.Errors
+	if rdb == nil {
+		errs.Add("redis", nil, "must not be nil")
+	}
+	if s.ns == "" || len(s.ns) > 128 || strings.ContainsAny(s.ns, "{} \t\r\n") || !printable(s.ns) {
+		errs.Add("namespace", s.ns, "must be 1 to 128 printable ASCII characters without spaces or braces")
+	}
+	if err := errs.Err(); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	return s, nil
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// keys are the Redis keys of one dead-letter key, in the order the scripts
+// take them: w p m l.
+type keys [4]string
+
+func (s *Store) keysOf(key string) keys {
+	base := s.ns + ":dl:{" + key + "}:"
+	return keys{base + "w", base + "p", base + "m", base + "l"}
+}
+
+func (s *Store) keySet() string { return s.ns + ":dl:keys" }
+
+func (s *Store) check(key string) error {
+	if s.closed.Load() {
+		return deadletter.ErrClosed
+	}
+	return deadletter.CheckKey(key)
+}
+
+// Close marks the store closed; every later call returns ErrClosed. Leases
+// held expire on their TTL. The client is not closed. Close is idempotent.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+// Append implements [deadletter.Store]: when it returns nil, Redis has
+// acknowledged the entry — durable across a crash of redis-server when the
+// server runs with appendonly yes and appendfsync always.
+func (s *Store) Append(ctx context.Context, e deadletter.Entry, lim deadletter.Limits) error {
+	if err := s.check(e.Key); err != nil {
+		return err
+	}
+	blob, err := e.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	k := s.keysOf(e.Key)
+	res, err := appendScript.Run(ctx, s.rdb, k[:3], blob, lim.MaxEntries, lim.MaxBytes).Result()
+	if err != nil {
+		return fmt.Errorf("redisstore: append: %w", err)
+	}
+	if n, ok := res.(int64); ok && n == 0 {
+		return deadletter.ErrFull
+	}
+	if _, ok := s.known.Load(e.Key); !ok {
+		if err := s.rdb.SAdd(ctx, s.keySet(), e.Key).Err(); err == nil {
+			s.known.Store(e.Key, true)
+		}
+	}
+	return nil
+}
+
+var streamID = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
+
+func checkPos(p string) error {
+	if !streamID.MatchString(p) {
+		return fmt.Errorf("redisstore: %q is not a stream ID", p)
+	}
+	return nil
+}
+
+// decode turns a stream entry's fields into an Entry; failed is the count
+// of failed replays kept beside it.
+func decode(key, id string, fields map[string]any, failed any) (deadletter.Entry, error) {
+	e := deadletter.Entry{Pos: id}
+	b, ok := fields["e"].(string)
+	if !ok {
+		return e, fmt.Errorf("%w: stream entry %s has no entry field", deadletter.ErrInvalidEntry, id)
+	}
+	if err := e.UnmarshalBinary([]byte(b)); err != nil {
+		return e, err
+	}
+	if e.Key != key {
+		return e, fmt.Errorf("%w: stream entry %s belongs to key %q", deadletter.ErrInvalidEntry, id, e.Key)
+	}
+	e.Replays = count(failed)
+	return e, nil
+}
+
+// count reads a hostile counter: a non-negative integer, bounded; anything
+// else is zero.
+func count(v any) int {
+	var n int64
+	switch v := v.(type) {
+	case string:
+		n, _ = strconv.ParseInt(v, 10, 64)
+	case int64:
+		n = v
+	}
+	return int(min(max(n, 0), 1<<30))
+}
+
+func fieldMap(v any) map[string]any {
+	list, _ := v.([]any)
+	m := make(map[string]any, len(list)/2)
+	for i := 0; i+1 < len(list); i += 2 {
+		if k, ok := list[i].(string); ok {
+			m[k] = list[i+1]
+		}
+	}
+	return m
+}
+
+// Stats implements [deadletter.Store].
+func (s *Store) Stats(ctx context.Context, key string) (deadletter.Stats, error) {
+	if err := s.check(key); err != nil {
+		return deadletter.Stats{}, err
+	}
+	k := s.keysOf(key)
+	pipe := s.rdb.Pipeline()
+	nw := pipe.XLen(ctx, k[0])
+	np := pipe.XLen(ctx, k[1])
+	nb := pipe.HGet(ctx, k[2], "bytes")
+	head := pipe.XRangeN(ctx, k[0], "-", "+", 1)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return deadletter.Stats{}, fmt.Errorf("redisstore: stats: %w", err)
+	}
+	st := deadletter.Stats{Waiting: int(max(nw.Val(), 0)), Parked: int(max(np.Val(), 0))}
+	st.Bytes, _ = strconv.ParseInt(nb.Val(), 10, 64)
+	st.Bytes = max(st.Bytes, 0)
+	if h := head.Val(); len(h) == 1 {
+		if e, err := decode(key, h[0].ID, h[0].Values, nil); err == nil {
+			st.Oldest = e.Enqueued
+		}
+	}
+	return st, nil
+}
+
+// Keys implements [deadletter.Store]: the keys any instance appended to,
+// from a set kept beside the streams; names that are not valid keys are
+// skipped.
+func (s *Store) Keys(ctx context.Context) ([]string, error) {
+	if s.closed.Load() {
+		return nil, deadletter.ErrClosed
+	}
+	var out []string
+	var cursor uint64
+	for range 1000 { // bounded: at most 1000 pages
+		page, next, err := s.rdb.SScan(ctx, s.keySet(), cursor, "", 1000).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: keys: %w", err)
+		}
+		for _, k := range page {
+			if deadletter.CheckKey(k) == nil && len(out) < deadletter.MaxKeys {
+				out = append(out, k)
+			}
+		}
+		if cursor = next; cursor == 0 || len(out) >= deadletter.MaxKeys {
+			break
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// List implements [deadletter.Store]. Stream entries that do not decode
+// are skipped.
+func (s *Store) List(ctx context.Context, key string, state deadletter.State, after string, n int) ([]deadletter.Entry, error) {
+	if err := s.check(key); err != nil {
+		return nil, err
+	}
+	from := "-"
+	if after != "" {
+		if err := checkPos(after); err != nil {
+			return nil, err
+		}
+		from = "(" + after
+	}
+	k := s.keysOf(key)
+	stream := k[0]
+	if state == deadletter.Parked {
+		stream = k[1]
+	}
+	msgs, err := s.rdb.XRangeN(ctx, stream, from, "+", int64(min(max(n, 0), deadletter.MaxList))).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list: %w", err)
+	}
+	var failed []any
+	if state == deadletter.Waiting && len(msgs) > 0 {
+		fields := make([]string, len(msgs))
+		for i, m := range msgs {
+			fields[i] = "f:" + m.ID
+		}
+		failed, _ = s.rdb.HMGet(ctx, k[2], fields...).Result()
+	}
+	out := make([]deadletter.Entry, 0, len(msgs))
+	for i, m := range msgs {
+		var f any = m.Values["r"]
+		if i < len(failed) {
+			f = failed[i]
+		}
+		if e, err := decode(key, m.ID, m.Values, f); err == nil {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// findParked returns the stream entry of key's parked entry id.
+func (s *Store) findParked(ctx context.Context, key, id string) (deadletter.Entry, error) {
+	k := s.keysOf(key)
+	from := "-"
+	for range deadletter.MaxMaxEntries/scanPage + 1 {
+		msgs, err := s.rdb.XRangeN(ctx, k[1], from, "+", scanPage).Result()
+		if err != nil {
+			return deadletter.Entry{}, fmt.Errorf("redisstore: %w", err)
+		}
+		for _, m := range msgs {
+			if e, err := decode(key, m.ID, m.Values, m.Values["r"]); err == nil && e.ID == id {
+				return e, nil
+			}
+		}
+		if len(msgs) < scanPage {
+			break
+		}
+		from = "(" + msgs[len(msgs)-1].ID
+	}
+	return deadletter.Entry{}, deadletter.ErrNotFound
+}
+
+// Requeue implements [deadletter.Store].
+func (s *Store) Requeue(ctx context.Context, key, id string, now time.Time) error {
+	if err := s.check(key); err != nil {
+		return err
+	}
+	e, err := s.findParked(ctx, key, id)
+	if err != nil {
+		return err
+	}
+	parkedAt := e.Pos
+	e.Replays, e.Enqueued, e.Pos = 0, now, ""
+	blob, err := e.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	k := s.keysOf(key)
+	n, err := requeueScript.Run(ctx, s.rdb, k[:3], parkedAt, blob).Int()
+	if err != nil {
+		return fmt.Errorf("redisstore: requeue: %w", err)
+	}
+	if n == 0 {
+		return deadletter.ErrNotFound // purged or requeued meanwhile
+	}
+	return nil
+}
+
+// Purge implements [deadletter.Store].
+func (s *Store) Purge(ctx context.Context, key, id string) error {
+	if err := s.check(key); err != nil {
+		return err
+	}
+	e, err := s.findParked(ctx, key, id)
+	if err != nil {
+		return err
+	}
+	k := s.keysOf(key)
+	n, err := purgeScript.Run(ctx, s.rdb, k[:3], e.Pos).Int()
+	if err != nil {
+		return fmt.Errorf("redisstore: purge: %w", err)
+	}
+	if n == 0 {
+		return deadletter.ErrNotFound
+	}
+	return nil
+}

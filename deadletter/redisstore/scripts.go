@@ -1,0 +1,195 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The store's Lua scripts. Each change is one script, so that the checks
+// (the bound, the lease's owner) and the change are one atomic step. Every
+// value read from Redis is treated as hostile: a counter that is not a
+// number is rebuilt or taken as zero, a lease without a sane TTL is taken
+// over.
+//
+// Scripts take the keys they touch as KEYS, in the order w p m l.
+//
+// Keys of one dead-letter key k (one hash tag, so one Redis Cluster slot):
+//
+//	ns:dl:{k}:w  stream of waiting entries, field e = the encoded entry;
+//	             consumer group "replay"
+//	ns:dl:{k}:p  stream of parked entries, fields e and r (failed replays)
+//	ns:dl:{k}:m  hash: bytes (encoded size of w and p), f:<stream id> (failed
+//	             replays of a waiting entry)
+//	ns:dl:{k}:l  the replay lease: the holder's name, with a TTL
+
+// lib is prepended to every script.
+const lib = `
+local function bloblen(fields)
+  if type(fields) ~= 'table' then return 0 end
+  for i = 1, #fields - 1, 2 do
+    if fields[i] == 'e' and type(fields[i+1]) == 'string' then return #fields[i+1] end
+  end
+  return 0
+end
+local function blob(fields)
+  if type(fields) ~= 'table' then return nil end
+  for i = 1, #fields - 1, 2 do
+    if fields[i] == 'e' then return fields[i+1] end
+  end
+  return nil
+end
+-- bytes returns the hash's byte counter, rebuilt from both streams when it
+-- is missing, not a number or negative.
+local function bytes(w, p, m)
+  local b = tonumber(redis.call('HGET', m, 'bytes'))
+  if b and b >= 0 then return b end
+  b = 0
+  for _, s in ipairs({w, p}) do
+    local from = '-'
+    while true do
+      local page = redis.call('XRANGE', s, from, '+', 'COUNT', 1000)
+      if #page == 0 then break end
+      for _, e in ipairs(page) do b = b + bloblen(e[2]) end
+      from = '(' .. page[#page][1]
+    end
+  end
+  redis.call('HSET', m, 'bytes', b)
+  return b
+end
+-- setbytes sets the byte counter to b, never below zero.
+local function setbytes(m, b)
+  if b < 0 then b = 0 end
+  redis.call('HSET', m, 'bytes', b)
+end
+local function group(w)
+  if redis.call('EXISTS', w) == 0 then
+    redis.call('XGROUP', 'CREATE', w, 'replay', '0', 'MKSTREAM')
+  end
+end
+local function held(l, owner)
+  return redis.call('GET', l) == owner
+end
+`
+
+// append: KEYS w p m; ARGV blob maxEntries maxBytes → the stream id, or 0
+// when full.
+var appendScript = redis.NewScript(lib + `
+local n = redis.call('XLEN', KEYS[1]) + redis.call('XLEN', KEYS[2])
+if n >= tonumber(ARGV[2]) then return 0 end
+local b = bytes(KEYS[1], KEYS[2], KEYS[3])
+if n == 0 then b = 0 end
+if b + #ARGV[1] > tonumber(ARGV[3]) then return 0 end
+group(KEYS[1])
+local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
+setbytes(KEYS[3], b + #ARGV[1])
+return id
+`)
+
+// lease: KEYS l; ARGV owner ttl(ms) maxttl(ms) → 1 taken, 0 held by another.
+// A lease without a TTL, or with one longer than any holder sets, is
+// hostile: it is taken over.
+var leaseScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 and ttl <= tonumber(ARGV[3]) then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
+// next: KEYS w m l; ARGV owner ttl(ms) → {id, fields, failed replays} of the
+// head, or nil. The head is the oldest entry pending in the group (the one
+// a holder before was replaying: XAUTOCLAIM hands it over), else the next
+// one never delivered.
+var nextScript = redis.NewScript(lib + `
+if not held(KEYS[3], ARGV[1]) then return redis.error_reply('LEASELOST the lease expired') end
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local r = redis.pcall('XAUTOCLAIM', KEYS[1], 'replay', ARGV[1], 0, '0-0', 'COUNT', 1)
+if type(r) == 'table' and r.err then
+  if not string.find(r.err, 'NOGROUP') then return r end
+  redis.call('XGROUP', 'CREATE', KEYS[1], 'replay', '0')
+  r = redis.call('XAUTOCLAIM', KEYS[1], 'replay', ARGV[1], 0, '0-0', 'COUNT', 1)
+end
+local e = r[2] and r[2][1]
+if not e then
+  local rr = redis.call('XREADGROUP', 'GROUP', 'replay', ARGV[1], 'COUNT', 1, 'STREAMS', KEYS[1], '>')
+  if rr and rr[1] and rr[1][2] then e = rr[1][2][1] end
+end
+if not e then return false end
+return {e[1], e[2], redis.call('HGET', KEYS[2], 'f:' .. e[1])}
+`)
+
+// remove (ack, expire): KEYS w p m l; ARGV owner id → 1.
+var removeScript = redis.NewScript(lib + `
+if not held(KEYS[4], ARGV[1]) then return redis.error_reply('LEASELOST the lease expired') end
+local r = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
+redis.pcall('XACK', KEYS[1], 'replay', ARGV[2])
+if r[1] then
+  local b = bytes(KEYS[1], KEYS[2], KEYS[3])
+  redis.call('XDEL', KEYS[1], ARGV[2])
+  setbytes(KEYS[3], b - bloblen(r[1][2]))
+end
+redis.call('HDEL', KEYS[3], 'f:' .. ARGV[2])
+return 1
+`)
+
+// fail: KEYS w p m l; ARGV owner id maxReplays → {failed replays, parked 0|1}.
+var failScript = redis.NewScript(lib + `
+if not held(KEYS[4], ARGV[1]) then return redis.error_reply('LEASELOST the lease expired') end
+local f = 'f:' .. ARGV[2]
+local n = tonumber(redis.call('HGET', KEYS[3], f)) or 0
+if n < 0 then n = 0 end
+n = math.floor(n) + 1
+if n < tonumber(ARGV[3]) then
+  redis.call('HSET', KEYS[3], f, n)
+  return {n, 0}
+end
+local r = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
+if r[1] then
+  local b = blob(r[1][2]) or ''
+  redis.call('XADD', KEYS[2], '*', 'e', b, 'r', n)
+  redis.pcall('XACK', KEYS[1], 'replay', ARGV[2])
+  redis.call('XDEL', KEYS[1], ARGV[2])
+end
+redis.call('HDEL', KEYS[3], f)
+return {n, 1}
+`)
+
+// release: KEYS w l; ARGV owner → 1. It also drops the group's consumers
+// that hold nothing (instances come and go; each is a consumer).
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 1 end
+local cs = redis.pcall('XINFO', 'CONSUMERS', KEYS[1], 'replay')
+if type(cs) ~= 'table' or cs.err then return 1 end
+for i, c in ipairs(cs) do
+  if i > 100 then break end
+  local name, pending
+  for j = 1, #c - 1, 2 do
+    if c[j] == 'name' then name = c[j+1] elseif c[j] == 'pending' then pending = c[j+1] end
+  end
+  if name and pending == 0 then redis.call('XGROUP', 'DELCONSUMER', KEYS[1], 'replay', name) end
+end
+return 1
+`)
+
+// requeue: KEYS w p m; ARGV parked-id blob → 1, or 0 when it is gone.
+var requeueScript = redis.NewScript(lib + `
+local r = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])
+if not r[1] then return 0 end
+local b = bytes(KEYS[1], KEYS[2], KEYS[3])
+redis.call('XDEL', KEYS[2], ARGV[1])
+group(KEYS[1])
+redis.call('XADD', KEYS[1], '*', 'e', ARGV[2])
+setbytes(KEYS[3], b + #ARGV[2] - bloblen(r[1][2]))
+return 1
+`)
+
+// purge: KEYS w p m; ARGV parked-id → 1, or 0 when it is gone.
+var purgeScript = redis.NewScript(lib + `
+local r = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])
+if not r[1] then return 0 end
+local b = bytes(KEYS[1], KEYS[2], KEYS[3])
+redis.call('XDEL', KEYS[2], ARGV[1])
+setbytes(KEYS[3], b - bloblen(r[1][2]))
+return 1
+`)
