@@ -189,3 +189,7 @@ func (o *options) validate() error {
 	}
 	return errs.Err()
 }
+
+// MaxInstances bounds the instances whose windows one key sums: a window
+// hash with more fields is garbage, dropped whole and counted not at all.
+const MaxInstances = 1024
