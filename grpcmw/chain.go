@@ -25,7 +25,8 @@ type Chain struct {
 	opts    options
 	monitor *outlier.Monitor    // the outlier balancer's, when outlierDetection is on
 	ejects  resilience.Recorder // the observer's recorder of the monitor's events
-	cluster *cluster.Cluster    // when the cluster section is on
+	cluster *cluster.Cluster    // when the cluster section is on; under mu
+	bind    *clusterBinding     // set by New when the cluster waits for its target
 	// ownRedis is the client the chain dialled for cluster.redis; nil when
 	// the caller gave one (WithRedisClient).
 	ownRedis redis.UniversalClient
@@ -351,12 +352,7 @@ func (c *Chain) Reload(cfg *Config) error {
 func (c *Chain) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cluster != nil {
-		c.cluster.Close() // first: it stops touching the breakers
-		if c.ownRedis != nil {
-			_ = c.ownRedis.Close()
-		}
-	}
+	c.closeCluster() // first: it stops touching the breakers
 	st := c.state.Load()
 	for _, e := range st.breakers {
 		e.b.Close()

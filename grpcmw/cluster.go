@@ -1,13 +1,19 @@
 package grpcmw
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 
 	"github.com/meshless/meshless/cluster"
 	"github.com/meshless/meshless/resilience"
@@ -62,7 +68,9 @@ func (c *Config) clusterConfig() (cfg cluster.Config, ok bool, err error) {
 	return cfg, true, cfg.Validate()
 }
 
-// redisOptions reads cluster.redis; nil options without either key.
+// redisOptions reads cluster.redis; nil options without either key. No
+// error shows a password: an address is shown with its user information
+// hidden (redactAddr), whichever key it came through.
 func (s *RedisSection) options() (*redis.Options, error) {
 	if s == nil || (s.Addr == nil && s.URL == nil) {
 		return nil, nil
@@ -71,24 +79,63 @@ func (s *RedisSection) options() (*redis.Options, error) {
 		return nil, &PathError{Path: "cluster.redis", Problem: "set addr or url, not both"}
 	}
 	if s.Addr != nil {
-		if _, _, err := net.SplitHostPort(*s.Addr); err != nil || *s.Addr == "" {
-			return nil, &PathError{Path: "cluster.redis.addr", Problem: fmt.Sprintf("want host:port such as 127.0.0.1:6379, got %q", clip(*s.Addr))}
+		addr := *s.Addr
+		switch {
+		case strings.Contains(addr, "://"):
+			return nil, &PathError{Path: "cluster.redis.addr", Problem: fmt.Sprintf("want host:port such as 127.0.0.1:6379, got a URL (%q): write it as url", clip(redactAddr(addr)))}
+		case strings.ContainsAny(addr, "@/"):
+			return nil, &PathError{Path: "cluster.redis.addr", Problem: fmt.Sprintf("want host:port such as 127.0.0.1:6379 (a user or password goes in url), got %q", clip(redactAddr(addr)))}
+		case !validHostPort(addr):
+			return nil, &PathError{Path: "cluster.redis.addr", Problem: fmt.Sprintf("want host:port such as 127.0.0.1:6379, got %q", clip(addr))}
 		}
-		return &redis.Options{Addr: *s.Addr}, nil
+		return &redis.Options{Addr: addr}, nil
 	}
 	o, err := redis.ParseURL(*s.URL)
+	if err == nil && o.Network != "unix" && !validHostPort(o.Addr) {
+		err = fmt.Errorf("want a port in [1, 65535], got %q", o.Addr)
+	}
 	if err != nil {
-		// The URL may hold a password: name the problem, not the value.
-		return nil, &PathError{Path: "cluster.redis.url", Problem: "want redis://[user:password@]host:port/db: " + redactURL(err.Error(), *s.URL)}
+		return nil, &PathError{Path: "cluster.redis.url", Problem: "want redis://[user:password@]host:port/db: " + urlProblem(*s.URL, err)}
 	}
 	return o, nil
 }
 
-func redactURL(msg, url string) string {
-	if url == "" {
-		return msg
+func validHostPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	return err == nil && perr == nil && n >= 1 && n <= 65535
+}
+
+// redactAddr hides the user information of a Redis address: a URL's
+// password (user kept, as net/url's Redacted does), and everything before
+// the last @ of an address that is not a URL.
+func redactAddr(addr string) string {
+	if strings.Contains(addr, "://") {
+		return cluster.Redact(addr)
 	}
-	return strings.ReplaceAll(msg, url, "<url>")
+	if at := strings.LastIndex(addr, "@"); at >= 0 {
+		return "xxxxx" + addr[at:]
+	}
+	return addr
+}
+
+// urlProblem describes err, the problem with the URL raw, without raw's
+// user information: the parser's message on the URL with it hidden, or,
+// when that URL is valid, a message that the user information is not.
+func urlProblem(raw string, err error) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	at := strings.LastIndex(rest, "@")
+	if !ok || at < 0 {
+		return cluster.Redact(err.Error()) // no user information
+	}
+	hidden := scheme + "://xxxxx" + rest[at:]
+	if _, herr := redis.ParseURL(hidden); herr != nil {
+		return strings.ReplaceAll(herr.Error(), hidden, clip(hidden))
+	}
+	if o, _ := redis.ParseURL(hidden); !validHostPort(o.Addr) {
+		return err.Error() // the port: raw's user information is not in it
+	}
+	return "its user or password is not valid in a URL (percent-encode : / ? # [ ] @ in them), in " + strconv.Quote(clip(hidden))
 }
 
 // checkCluster validates the cluster section.
@@ -115,8 +162,11 @@ func (c *Config) checkCluster(add func(path, problem string)) {
 
 var errClusterReload = errors.New("the cluster section is read when the chain is built: build a new chain to change it")
 
-// startCluster builds and starts the chain's cluster when the configuration
-// has one. Called by New.
+// startCluster builds the chain's cluster when the configuration has one.
+// With a namespace written, it starts now: every client naming that
+// namespace shares breakers by name. Left at its default, the namespace is
+// derived from the target of the chain's first call ([Chain.lookupConn]),
+// and the cluster starts then. Called by New.
 func (c *Chain) startCluster(cfg *Config) error {
 	ccfg, on, err := cfg.clusterConfig()
 	if err != nil || !on || c.opts.serverSide {
@@ -146,16 +196,138 @@ func (c *Chain) startCluster(cfg *Config) error {
 	if c.opts.clusterListener != nil {
 		opts = append(opts, cluster.WithListener(c.opts.clusterListener))
 	}
-	cl, err := cluster.New(rdb, opts...)
+	cl, err := cluster.New(rdb, opts...) // validates the settings now, whatever the namespace
 	if err != nil {
 		if c.ownRedis != nil {
 			_ = c.ownRedis.Close()
 		}
 		return fmt.Errorf("grpcmw: cluster: %w", err)
 	}
+	if cfg.Cluster.Namespace == nil {
+		cl.Close() // never started: it holds nothing
+		c.bind = &clusterBinding{rdb: rdb, opts: opts, cfg: ccfg}
+		return nil
+	}
 	c.cluster = cl
 	cl.Start()
 	return nil
+}
+
+// clusterBinding is the cluster of a chain whose namespace comes from its
+// target: made and started on the chain's first client call.
+type clusterBinding struct {
+	rdb  redis.UniversalClient
+	opts []cluster.Option
+	cfg  cluster.Config
+
+	bound  atomic.Bool // target is set
+	target string      // the first call's target, written once before bound
+	warned atomic.Bool // a call to another target was logged
+	closed bool        // under Chain.mu: the chain is closed
+}
+
+// lookupConn is [Chain.lookup] for a client call on cc. Its fast path is
+// lookup's: after a method's first call it reads one atomic pointer and a
+// map, takes no lock and allocates nothing. A method's first call on a chain
+// whose namespace comes from its target binds the cluster first.
+func (c *Chain) lookupConn(fullMethod string, cc *grpc.ClientConn) *method {
+	if m, ok := c.state.Load().methods.load(fullMethod); ok {
+		return m
+	}
+	if c.bind != nil && cc != nil {
+		c.bindCluster(cc.CanonicalTarget())
+	}
+	return c.lookup(fullMethod)
+}
+
+// bindCluster starts the chain's cluster in the namespace of target, the
+// first time; every breaker the chain has joins it. Later targets change
+// nothing: the first different one is logged once.
+func (c *Chain) bindCluster(target string) {
+	b := c.bind
+	if b.bound.Load() {
+		if target != b.target && b.warned.CompareAndSwap(false, true) {
+			slog.Warn("meshless grpcmw: one chain calls two targets; its breakers are shared in Redis under the first target's namespace only",
+				"namespace", targetNamespace(b.cfg.Namespace, b.target), "first", cluster.Redact(b.target), "other", cluster.Redact(target))
+		}
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b.bound.Load() || b.closed {
+		return
+	}
+	b.target = target
+	b.bound.Store(true)
+	cfg := b.cfg
+	cfg.Namespace = targetNamespace(cfg.Namespace, target)
+	cl, err := cluster.New(b.rdb, append(b.opts[:len(b.opts):len(b.opts)], cluster.WithNamespace(cfg.Namespace))...)
+	if err != nil { // cannot happen: the settings were validated by New, the namespace is valid by construction
+		slog.Error("meshless grpcmw: cluster mode is off for this chain", "error", err)
+		return
+	}
+	for _, e := range c.state.Load().breakers {
+		cl.Add(e.b)
+	}
+	c.cluster = cl
+	cl.Start()
+}
+
+// closeCluster closes the chain's cluster and the Redis client it dialled.
+// Called with c.mu held.
+func (c *Chain) closeCluster() {
+	if c.bind != nil {
+		c.bind.closed = true
+	}
+	if c.cluster != nil {
+		c.cluster.Close() // first: it stops touching the breakers
+	}
+	if c.ownRedis != nil {
+		_ = c.ownRedis.Close()
+	}
+}
+
+// maxScope bounds the target's part of a derived namespace.
+const maxScope = 64
+
+// targetNamespace is the namespace of a chain whose namespace is left at
+// its default prefix: prefix@target. A target longer than maxScope bytes,
+// or with a byte other than a letter, a digit or one of ._-:/[], is kept
+// readable up to 40 bytes (without user information, unsafe bytes as _)
+// and made unique by 16 hex digits of its SHA-256: at most 66 bytes with
+// the default prefix.
+func targetNamespace(prefix, target string) string {
+	if len(target) <= maxScope && strings.IndexFunc(target, unsafeInKey) < 0 {
+		return prefix + "@" + target
+	}
+	readable := target
+	if scheme, rest, ok := strings.Cut(readable, "://"); ok {
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			rest = rest[at+1:]
+		}
+		readable = scheme + "://" + rest
+	} else if at := strings.LastIndex(readable, "@"); at >= 0 {
+		readable = readable[at+1:]
+	}
+	readable = strings.Map(func(r rune) rune {
+		if unsafeInKey(r) {
+			return '_'
+		}
+		return r
+	}, readable)
+	if len(readable) > 40 {
+		readable = readable[:40]
+	}
+	sum := sha256.Sum256([]byte(target))
+	return prefix + "@" + readable + "~" + hex.EncodeToString(sum[:8])
+}
+
+func unsafeInKey(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("._-:/[]", r)
 }
 
 // sameCluster reports whether a and b configure the same cluster.
@@ -167,6 +339,9 @@ func sameCluster(a, b *Config) bool {
 	}
 	if !aon {
 		return true
+	}
+	if (a.Cluster.Namespace == nil) != (b.Cluster.Namespace == nil) {
+		return false // derived from the target, or shared on purpose
 	}
 	ar, br := a.Cluster.Redis, b.Cluster.Redis
 	str := func(p *string) string {
@@ -187,5 +362,11 @@ func sameCluster(a, b *Config) bool {
 }
 
 // Cluster returns the chain's cluster, or nil when its configuration has no
-// cluster section (or a Server's chain).
-func (c *Chain) Cluster() *cluster.Cluster { return c.cluster }
+// cluster section (or a Server's chain), and, when the namespace is left at
+// its default, until the chain's first call (the namespace comes from that
+// call's target).
+func (c *Chain) Cluster() *cluster.Cluster {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cluster
+}

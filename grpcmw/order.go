@@ -93,7 +93,7 @@ func (e *bulkheadEntry) Exit(ctx context.Context, p resilience.Permit, r resilie
 // UnaryClientInterceptor returns the interceptor for unary calls.
 func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, fullMethod string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		m := c.lookup(fullMethod)
+		m := c.lookupConn(fullMethod, cc)
 		if m == nil {
 			return invoker(ctx, fullMethod, req, reply, cc, opts...)
 		}
