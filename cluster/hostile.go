@@ -70,11 +70,11 @@ type repair struct {
 // again); any other error means Redis is down. Called with syncMu held.
 func (c *Cluster) repairs(ctx context.Context, list []repair) error {
 	for _, r := range list {
-		err := repairKey.Run(ctx, c.rdb, []string{r.key}, r.want, r.found, r.put, max(r.px, 1), MaxInstances).Err()
+		n, err := repairKey.Run(ctx, c.rdb, []string{r.key}, r.want, r.found, r.put, max(r.px, 1), MaxInstances).Int()
 		switch {
-		case err == nil:
+		case err == nil && n == 1:
 			c.logRepair(r)
-		case !keyProblem(err):
+		case err != nil && !keyProblem(err):
 			return err
 		}
 	}

@@ -102,7 +102,7 @@ func (c *Cluster) exchange(ctx context.Context) error {
 				// leaves a cursor to follow, and is garbage.
 				r.fields = p.HScan(ctx, wk, 0, "", MaxInstances)
 			}
-			r.open = p.Get(ctx, c.openKey(e.name))
+			r.open = p.GetRange(ctx, c.openKey(e.name), 0, maxRecord) // at most one byte more than a record: "" when absent
 			if r.w.State == circuitbreaker.StateHalfOpen && r.w.Granted > 0 && e.leaseRound != 0 {
 				p.PExpire(ctx, c.probesKey(e.name, e.leaseRound), ttl) // still probing: keep the lease
 			}
@@ -198,6 +198,9 @@ func (c *Cluster) apply1(r read, now int64, fix []repair) []repair {
 // open ending past this instance's longest wait (and the clock skew) is
 // adopted up to that bound and rewritten to it. Called with syncMu held.
 func (c *Cluster) readOpen(e *entry, key, v string, now int64, fix []repair) []repair {
+	if v == "" {
+		return fix // no open record
+	}
 	o, ok := decodeOpening(v)
 	switch {
 	case !ok && len(v) > maxRecord:

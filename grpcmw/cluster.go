@@ -25,8 +25,11 @@ import (
 type ClusterSection struct {
 	Enabled *bool         `yaml:"enabled,omitempty"`
 	Redis   *RedisSection `yaml:"redis,omitempty"`
-	// Namespace prefixes every key and the channel; every instance of one
-	// client uses the same. Default "meshless".
+	// Namespace prefixes every key and the channel. Unwritten, it is
+	// meshless@<target>, from the target of the chain's first call: the
+	// pods of one client (same target, same configuration) share, unrelated
+	// clients on the same Redis do not. Written, every client that writes
+	// the same namespace shares its breakers by name, on purpose.
 	Namespace *string `yaml:"namespace,omitempty"`
 	// SyncInterval is how often an instance publishes its windows and reads
 	// the cluster's. Default 1s.
