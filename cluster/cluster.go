@@ -52,7 +52,7 @@ const (
 // entry is one breaker in the cluster.
 type entry struct {
 	b    *circuitbreaker.Breaker
-	name string
+	name string // its name in keys and messages: keyName of the breaker's
 	// pending is set by the breaker's OnTransition; the sync goroutine acts
 	// on the breaker's state then.
 	pending atomic.Bool
@@ -115,7 +115,7 @@ func (c *Cluster) Add(b *circuitbreaker.Breaker) {
 	if _, ok := c.entries[b]; ok {
 		return
 	}
-	e := &entry{b: b, name: b.Name()}
+	e := &entry{b: b, name: keyName(b.Name())}
 	c.entries[b] = e
 	c.byName[e.name] = append(c.byName[e.name], e)
 	b.Coordinate(c.coordination())
@@ -319,7 +319,7 @@ func (c *Cluster) adopt(e *entry, o opening, now int64) (bounded opening, far bo
 		return o, far
 	}
 	if e.b.OpenRemote(time.Duration(until-now)*time.Millisecond, o.reopens, o.reason) && c.o.listener != nil {
-		c.o.listener.RemoteOpen(e.name)
+		c.o.listener.RemoteOpen(e.b.Name())
 	}
 	return o, far
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -372,4 +373,89 @@ func TestAGarbageOpenRecordIsDeleted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Breaker names come from configuration: a long one makes bounded keys and
+// messages, and the pods still share.
+func TestLongBreakerNamesMakeBoundedKeys(t *testing.T) {
+	w := newWorld(t)
+	long := []circuitbreaker.Option{circuitbreaker.WithName(strings.Repeat("pkg.VeryLongServiceName", 500))}
+	a, b := w.podWith("a", false, long), w.podWith("b", false, long)
+	a.sync()
+	b.sync()
+	a.calls(6, fail)
+	a.sync()
+	b.sync()
+	b.wantState(circuitbreaker.StateOpen)
+	keys := w.admin().Keys(t.Context(), "test:*").Val()
+	if len(keys) < 2 {
+		t.Fatalf("keys %q: want the window hash and the open record", keys)
+	}
+	for _, k := range keys {
+		if len(k) > 160 {
+			t.Errorf("a key of %d bytes: %.60q…", len(k), k)
+		}
+	}
+}
+
+// wrongType is a server's WRONGTYPE reply, as go-redis hands it over.
+type wrongType struct{}
+
+func (wrongType) Error() string {
+	return "WRONGTYPE Operation against a key holding the wrong kind of value"
+}
+func (wrongType) RedisError() {}
+
+// failFirstScript fails the first script a client runs with WRONGTYPE, as
+// a script that reads a key of the wrong type would.
+type failFirstScript struct{ done atomic.Bool }
+
+func (h *failFirstScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failFirstScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && h.done.CompareAndSwap(false, true) {
+			cmd.SetErr(wrongType{})
+			return wrongType{}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *failFirstScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A script that fails on its key (the claim, the lease) is that key's
+// problem: the key is deleted, the breaker's change stays pending and is
+// acted on in the same sync, and Redis is not down.
+func TestAScriptFailingOnItsKeyIsRepairedAndRetried(t *testing.T) {
+	t.Run("claim", func(t *testing.T) {
+		w := newWorld(t)
+		a, b := w.pod("a", false), w.pod("b", false)
+		w.admin().Set(t.Context(), "test:open:svc", "planted", 0)
+		a.rdb.AddHook(new(failFirstScript))
+		a.calls(6, fail)
+		a.sync()
+		a.healthy()
+		if a.l.repairs.Load() != 1 {
+			t.Fatalf("%d repairs logged, want 1", a.l.repairs.Load())
+		}
+		b.sync()
+		if !b.b.Window().Until.Equal(a.b.Window().Until) {
+			t.Fatalf("b opens until %v, a until %v: the claim was not retried", b.b.Window().Until, a.b.Window().Until)
+		}
+	})
+	t.Run("lease", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.pod("a", false)
+		a.calls(6, fail)
+		a.sync()
+		w.admin().Set(t.Context(), "test:probes:svc:"+ms(a.b.Window().Until), "planted", 0)
+		w.clk.Advance(openWait)
+		a.rdb.AddHook(new(failFirstScript))
+		a.sync()
+		a.healthy()
+		if n := count(probes(5, a)); n != 2 {
+			t.Fatalf("%d probes after the sync, want 2: the lease was not retried", n)
+		}
+	})
 }

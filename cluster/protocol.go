@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 
@@ -10,13 +12,28 @@ import (
 )
 
 // The keys and messages of docs/cluster.md. {ns} is the namespace, {name}
-// the breaker's key.
+// the breaker's name as keyName bounds it.
 //
 //	{ns}:w:{name}               hash: instance → "calls failures slow sinceMs atMs"; PX 3 sync intervals
 //	{ns}:open:{name}            string "untilMs reopens reason instance"; PX until untilMs
 //	{ns}:probes:{name}:{round}  integer: half-open probes leased in that round; PX 3 sync intervals;
 //	                            "closed" once an instance's probes closed the round; PX 10 sync intervals
 //	{ns}:events                 channel: "o untilMs reopens reason instance name" | "c round atMs instance name"
+//
+// maxKeyName bounds a breaker's name in keys and messages.
+const maxKeyName = 200
+
+// keyName is a breaker's name in keys and messages: the name itself up to
+// maxKeyName bytes, else its first 100 bytes, "~" and 16 hex digits of its
+// SHA-256.
+func keyName(name string) string {
+	if len(name) <= maxKeyName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return name[:100] + "~" + hex.EncodeToString(sum[:8])
+}
+
 func (c *Cluster) windowKey(name string) string { return c.ns + ":w:" + name }
 func (c *Cluster) openKey(name string) string   { return c.ns + ":open:" + name }
 func (c *Cluster) probesKey(name string, round int64) string {
