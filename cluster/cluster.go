@@ -31,8 +31,9 @@ type Cluster struct {
 	entries map[*circuitbreaker.Breaker]*entry
 	byName  map[string][]*entry
 
-	syncMu sync.Mutex // serialises exchanges with Redis and the entries' sync fields
-	health atomic.Int32
+	syncMu   sync.Mutex // serialises exchanges with Redis and the entries' sync fields
+	health   atomic.Int32
+	repaired atomic.Bool // a repair was logged as a warning
 
 	notify    chan struct{} // a breaker changed state by itself
 	stop      chan struct{}
@@ -51,7 +52,7 @@ const (
 // entry is one breaker in the cluster.
 type entry struct {
 	b    *circuitbreaker.Breaker
-	name string
+	name string // its name in keys and messages: keyName of the breaker's
 	// pending is set by the breaker's OnTransition; the sync goroutine acts
 	// on the breaker's state then.
 	pending atomic.Bool
@@ -114,7 +115,7 @@ func (c *Cluster) Add(b *circuitbreaker.Breaker) {
 	if _, ok := c.entries[b]; ok {
 		return
 	}
-	e := &entry{b: b, name: b.Name()}
+	e := &entry{b: b, name: keyName(b.Name())}
 	c.entries[b] = e
 	c.byName[e.name] = append(c.byName[e.name], e)
 	b.Coordinate(c.coordination())
@@ -256,44 +257,71 @@ func (c *Cluster) listen() {
 			if !ok {
 				return
 			}
-			if msg, ok := decodeMessage(m.Payload); ok && msg.instance != c.o.instance {
-				c.apply(msg)
-			}
+			c.deliver(m.Payload)
 		}
 	}
 }
 
-// apply acts on another instance's message.
+// deliver acts on one message of the channel; anything but another
+// instance's well-formed message is ignored.
+func (c *Cluster) deliver(payload string) {
+	if msg, ok := decodeMessage(payload); ok && msg.instance != c.o.instance {
+		c.apply(msg)
+	}
+}
+
+// apply acts on another instance's message. A close dated in the future
+// counts as of now; an open ending past this instance's longest wait is
+// adopted up to it, and its record rewritten to it.
 func (c *Cluster) apply(m message) {
 	c.syncMu.Lock()
 	defer c.syncMu.Unlock()
 	now := c.o.clock.Now().UnixMilli()
+	var fix []repair
 	for _, e := range c.named(m.name) {
 		if m.open {
-			c.adopt(e, m.opening, now)
+			if b, far := c.adopt(e, m.opening, now); far && len(fix) == 0 {
+				fix = append(fix, repair{key: c.openKey(m.name), want: "string", found: m.opening.encode(),
+					put: b.encode(), px: b.until - now, why: "an open past the longest wait"})
+			}
 			continue
 		}
 		if m.round >= e.round && e.b.CloseRemote() {
-			e.lastClose = max(e.lastClose, m.at)
+			e.lastClose = max(e.lastClose, min(m.at, now))
 		}
+	}
+	if len(fix) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), c.o.timeout())
+		defer cancel()
+		_ = c.repairs(ctx, fix) // else the next sync finds the record
 	}
 }
 
 // adopt opens e's breaker for the open o of another instance, if o is newer
 // than the open it agreed on: from CLOSED or HALF_OPEN, or re-timing an open
 // of its own that the cluster has not agreed on (the first open claimed
-// wins, so that every instance probes at once). Called with syncMu held.
-func (c *Cluster) adopt(e *entry, o opening, now int64) {
+// wins, so that every instance probes at once). The breaker's wait ends no
+// later than its own longest wait from now. An open ending further off than
+// that and the clock skew is one no instance of this configuration writes:
+// adopt reports it (far) with the bounded open it adopted instead. Called
+// with syncMu held.
+func (c *Cluster) adopt(e *entry, o opening, now int64) (bounded opening, far bool) {
+	limit := now + longestWait(e.b.Config()).Milliseconds()
+	if o.until > limit+c.skew() {
+		o.until, far = limit, true
+	}
 	if o.until <= now || o.until <= e.round {
-		return
+		return o, far
 	}
 	e.round = o.until
-	if w := e.b.Window(); w.State == circuitbreaker.StateOpen && w.Until.UnixMilli() == o.until {
-		return
+	until := min(o.until, limit)
+	if w := e.b.Window(); w.State == circuitbreaker.StateOpen && w.Until.UnixMilli() == until {
+		return o, far
 	}
-	if e.b.OpenRemote(time.Duration(o.until-now)*time.Millisecond, o.reopens, o.reason) && c.o.listener != nil {
-		c.o.listener.RemoteOpen(e.name)
+	if e.b.OpenRemote(time.Duration(until-now)*time.Millisecond, o.reopens, o.reason) && c.o.listener != nil {
+		c.o.listener.RemoteOpen(e.b.Name())
 	}
+	return o, far
 }
 
 // setHealth records the outcome of an exchange with Redis: the
@@ -320,7 +348,7 @@ func (c *Cluster) switchHealth(err error) {
 	}
 	switch {
 	case next == healthDown:
-		c.o.logger.Warn("meshless cluster: Redis does not answer; every breaker decides locally until it does", "namespace", c.ns, "error", err)
+		c.o.logger.Warn("meshless cluster: Redis does not answer; every breaker decides locally until it does", "namespace", c.ns, "error", Redact(err.Error()))
 	case prev == healthDown:
 		c.o.logger.Info("meshless cluster: Redis answers again; breakers share their decisions", "namespace", c.ns)
 	}

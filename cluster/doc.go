@@ -21,6 +21,15 @@
 // reaches a caller. Sharing resumes by itself when Redis answers again.
 // Every key carries a TTL, so a dead instance's counts vanish.
 //
+// Anything in the namespace may have been written by another program: a
+// key of the wrong type or holding garbage is repaired in the sync that
+// finds it (the rest of the sync goes on; Redis is down only when it does
+// not answer or refuses service), windows dated more than one sync interval
+// ahead are ignored and deleted, another instance's counts weigh at most
+// one full window, and an open adopted from another instance ends no later
+// than the breaker's own longest open wait. Errors and logs never show the
+// password of a Redis URL ([Redact]).
+//
 // docs/cluster.md describes the protocol (keys, messages, when each is
 // written), the guarantees (eventual, within one sync interval) and the
 // sizing.

@@ -35,3 +35,9 @@ func ExampleNew_invalid() {
 	fmt.Println(err)
 	// Output: cluster: syncInterval: must be in [10ms, 1h0m0s], got 0s
 }
+
+// Redact hides the password of a Redis URL in a message.
+func ExampleRedact() {
+	fmt.Println(cluster.Redact("cannot reach rediss://app:hunter2@redis.internal:6380/0"))
+	// Output: cannot reach rediss://app:xxxxx@redis.internal:6380/0
+}

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,15 +55,23 @@ func newWorld(t *testing.T) *world {
 // unless start is set.
 func (w *world) pod(id string, start bool, opts ...cluster.Option) *pod {
 	w.t.Helper()
+	return w.podWith(id, start, nil, opts...)
+}
+
+// podWith is pod with breaker options after the usual ones (window of 10
+// calls, 6 calls at least, 30 s open, 2 probes; the longest open wait is
+// the default maxWaitDurationInOpenState, 5 min).
+func (w *world) podWith(id string, start bool, bopts []circuitbreaker.Option, opts ...cluster.Option) *pod {
+	w.t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: w.srv.Addr(), MaxRetries: -1, DialTimeout: time.Second})
-	b, err := circuitbreaker.New(
+	b, err := circuitbreaker.New(append([]circuitbreaker.Option{
 		circuitbreaker.WithName("svc"),
 		circuitbreaker.WithClock(w.clk),
 		circuitbreaker.WithSlidingWindowSize(10),
 		circuitbreaker.WithMinimumNumberOfCalls(6),
 		circuitbreaker.WithWaitDurationInOpenState(openWait),
 		circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(2),
-	)
+	}, bopts...)...)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -135,12 +144,12 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // listener counts what the cluster reports; it is also a slog.Handler that
-// counts warnings.
+// counts warnings: Redis down (warnings) and keys repaired (repairs).
 type listener struct {
-	ok, failed, remoteOpens, warnings atomic.Int64
-	connected                         atomic.Bool
-	mu                                sync.Mutex
-	names                             []string
+	ok, failed, remoteOpens, warnings, repairs atomic.Int64
+	connected                                  atomic.Bool
+	mu                                         sync.Mutex
+	names                                      []string
 }
 
 func (l *listener) Synced(ok bool) {
@@ -160,7 +169,10 @@ func (l *listener) RemoteOpen(name string) {
 
 func (l *listener) Enabled(context.Context, slog.Level) bool { return true }
 func (l *listener) Handle(_ context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelWarn {
+	switch {
+	case strings.Contains(r.Message, "repaired"):
+		l.repairs.Add(1)
+	case r.Level >= slog.LevelWarn:
 		l.warnings.Add(1)
 	}
 	return nil

@@ -58,8 +58,10 @@ const (
 // cluster section. It is a plain comparable value; start from
 // [DefaultConfig].
 type Config struct {
-	// Namespace prefixes every key and the channel; every instance of one
-	// client uses the same.
+	// Namespace prefixes every key and the channel: instances that use the
+	// same Redis and namespace share every breaker of the same name, so
+	// give each client its own (grpcmw derives one from the client's target
+	// when its YAML leaves it unwritten).
 	Namespace string
 	// SyncInterval is how often an instance publishes its windows and reads
 	// the cluster's.
@@ -189,3 +191,7 @@ func (o *options) validate() error {
 	}
 	return errs.Err()
 }
+
+// MaxInstances bounds the instances whose windows one key sums: a window
+// hash with more fields is garbage, dropped whole and counted not at all.
+const MaxInstances = 1024

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 
@@ -10,13 +12,28 @@ import (
 )
 
 // The keys and messages of docs/cluster.md. {ns} is the namespace, {name}
-// the breaker's key.
+// the breaker's name as keyName bounds it.
 //
 //	{ns}:w:{name}               hash: instance → "calls failures slow sinceMs atMs"; PX 3 sync intervals
 //	{ns}:open:{name}            string "untilMs reopens reason instance"; PX until untilMs
 //	{ns}:probes:{name}:{round}  integer: half-open probes leased in that round; PX 3 sync intervals;
 //	                            "closed" once an instance's probes closed the round; PX 10 sync intervals
 //	{ns}:events                 channel: "o untilMs reopens reason instance name" | "c round atMs instance name"
+//
+// maxKeyName bounds a breaker's name in keys and messages.
+const maxKeyName = 200
+
+// keyName is a breaker's name in keys and messages: the name itself up to
+// maxKeyName bytes, else its first 100 bytes, "~" and 16 hex digits of its
+// SHA-256.
+func keyName(name string) string {
+	if len(name) <= maxKeyName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return name[:100] + "~" + hex.EncodeToString(sum[:8])
+}
+
 func (c *Cluster) windowKey(name string) string { return c.ns + ":w:" + name }
 func (c *Cluster) openKey(name string) string   { return c.ns + ":open:" + name }
 func (c *Cluster) probesKey(name string, round int64) string {
@@ -24,33 +41,80 @@ func (c *Cluster) probesKey(name string, round int64) string {
 }
 
 // claimOpen sets the open key unless an open still in force holds it, and
-// then publishes it; it returns the value in force.
+// then publishes it; it returns the value in force, and 1 when it replaced
+// what no instance writes (else 0). An open in force is a well-formed
+// record whose end is after nowMs and no later than latestMs (the
+// claimer's longest open wait and one sync interval of clock skew from
+// now): anything else in the key (another type, garbage, an end no
+// instance of this configuration writes, an open that is over) is
+// replaced.
 //
-//	KEYS[1] open key; ARGV: value, px, nowMs, channel, message
+//	KEYS[1] open key; ARGV: value, px, nowMs, channel, message, latestMs
 var claimOpen = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v then
-  local u = tonumber(string.match(v, '^(%d+)'))
-  if u and u > tonumber(ARGV[3]) then return v end
+local bad = 0
+local t = redis.call('TYPE', KEYS[1]).ok
+if t == 'string' then
+  local v = redis.call('GET', KEYS[1])
+  local u, r
+  if #v <= 256 then u, r = string.match(v, '^(%d+) (%d+) %S+ %S+$') end
+  u, r = tonumber(u), tonumber(r)
+  if not u or r > 64 or u > tonumber(ARGV[6]) then bad = 1
+  elseif u > tonumber(ARGV[3]) then return {v, 0} end
+elseif t ~= 'none' then
+  bad = 1
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('PUBLISH', ARGV[4], ARGV[5])
-return ARGV[1]
+return {ARGV[1], bad}
 `)
 
 // leaseProbes takes up to want of the round's limit probes and returns how
-// many it took, or -1 when the round is closed already.
+// many it took, or -1 when the round is closed already. A key of another
+// type, or a value that is not a count, is replaced; a count of probes
+// taken keeps a TTL of at most px, whoever wrote it.
 //
 //	KEYS[1] probes key; ARGV: want, limit, px
 var leaseProbes = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v == 'closed' then return -1 end
-local n = tonumber(v or '0') or 0
+local px = tonumber(ARGV[3])
+local n = 0
+local t = redis.call('TYPE', KEYS[1]).ok
+if t == 'string' then
+  local v = redis.call('GET', KEYS[1])
+  if v == 'closed' then return -1 end
+  if string.match(v, '^%d+$') and #v <= 15 then n = tonumber(v) end
+elseif t ~= 'none' then
+  redis.call('DEL', KEYS[1])
+end
 local take = math.min(tonumber(ARGV[1]), tonumber(ARGV[2]) - n)
-if take <= 0 then return 0 end
-redis.call('INCRBY', KEYS[1], take)
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if take <= 0 then
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl < 0 or ttl > px then redis.call('PEXPIRE', KEYS[1], px) end
+  return 0
+end
+redis.call('SET', KEYS[1], n + take, 'PX', px)
 return take
+`)
+
+// repairKey puts right one key that held what no instance writes: of
+// another type than want (or want "*": whatever it holds), it is deleted; a
+// hash of more than maxFields fields is deleted; a string still holding
+// found is replaced by put (PX px), or deleted when put is empty. It
+// returns 1 when it changed the key. Each repair is conditional, so that
+// it never undoes what another instance wrote since the key was read.
+//
+//	KEYS[1] the key; ARGV: want, found, put, px, maxFields
+var repairKey = redis.NewScript(`
+local t = redis.call('TYPE', KEYS[1]).ok
+if t == 'none' then return 0 end
+if ARGV[1] == '*' or t ~= ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end
+if t == 'hash' then
+  local m = tonumber(ARGV[5])
+  if m > 0 and redis.call('HLEN', KEYS[1]) > m then redis.call('DEL', KEYS[1]) return 1 end
+  return 0
+end
+if ARGV[2] == '' or redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
+if ARGV[3] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4]) end
+return 1
 `)
 
 // closedMark is the probes key's value once the round closed.
@@ -99,7 +163,13 @@ func (o opening) encode() string {
 	return strconv.FormatInt(o.until, 10) + " " + strconv.Itoa(o.reopens) + " " + o.reason.String() + " " + o.instance
 }
 
+// maxRecord bounds an open record's length: longer is garbage.
+const maxRecord = 256
+
 func decodeOpening(s string) (opening, bool) {
+	if len(s) > maxRecord {
+		return opening{}, false
+	}
 	f := strings.Fields(s)
 	if len(f) != 4 {
 		return opening{}, false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,6 +27,10 @@ const maxStale = 64
 func (c *Cluster) Sync(ctx context.Context) error {
 	c.syncMu.Lock()
 	defer c.syncMu.Unlock()
+	return redacted(c.sync(ctx))
+}
+
+func (c *Cluster) sync(ctx context.Context) error {
 	if err := c.flush(ctx); err != nil {
 		return err
 	}
@@ -61,12 +66,13 @@ func (c *Cluster) guard(exchange func() error) error {
 type read struct {
 	e      *entry
 	w      circuitbreaker.Window
-	fields *redis.MapStringStringCmd // nil with decideOn local
+	writes []redis.Cmder  // the window's writes; nil with decideOn local
+	fields *redis.ScanCmd // nil with decideOn local
 	open   *redis.StringCmd
 }
 
-// exchange is one pipelined round trip for every breaker. Called with
-// syncMu held.
+// exchange is one pipelined round trip for every breaker, and a second one
+// when a key needs repairing. Called with syncMu held.
 func (c *Cluster) exchange(ctx context.Context) error {
 	entries := c.list()
 	if len(entries) == 0 {
@@ -77,25 +83,26 @@ func (c *Cluster) exchange(ctx context.Context) error {
 	now := c.o.clock.Now().UnixMilli()
 	ttl := 3 * c.o.SyncInterval
 	reads := make([]read, len(entries))
-	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, e := range entries {
 			r := read{e: e, w: e.b.Window()}
 			if c.o.DecideOn != DecideLocal {
 				wk := c.windowKey(e.name)
 				if len(e.stale) > 0 {
-					p.HDel(ctx, wk, e.stale...)
+					r.writes = append(r.writes, p.HDel(ctx, wk, e.stale...))
 					e.stale = e.stale[:0]
 				}
 				if r.w.State == circuitbreaker.StateClosed {
 					a := aggregate{calls: r.w.Calls, failures: r.w.Failures, slow: r.w.Slow, since: r.w.Since.UnixMilli(), at: now}
-					p.HSet(ctx, wk, c.o.instance, a.encode())
-					p.PExpire(ctx, wk, ttl)
+					r.writes = append(r.writes, p.HSet(ctx, wk, c.o.instance, a.encode()), p.PExpire(ctx, wk, ttl))
 				} else {
-					p.HDel(ctx, wk, c.o.instance)
+					r.writes = append(r.writes, p.HDel(ctx, wk, c.o.instance))
 				}
-				r.fields = p.HGetAll(ctx, wk)
+				// One bounded reply: a hash of more than MaxInstances fields
+				// leaves a cursor to follow, and is garbage.
+				r.fields = p.HScan(ctx, wk, 0, "", MaxInstances)
 			}
-			r.open = p.Get(ctx, c.openKey(e.name))
+			r.open = p.GetRange(ctx, c.openKey(e.name), 0, maxRecord) // at most one byte more than a record: "" when absent
 			if r.w.State == circuitbreaker.StateHalfOpen && r.w.Granted > 0 && e.leaseRound != 0 {
 				p.PExpire(ctx, c.probesKey(e.name, e.leaseRound), ttl) // still probing: keep the lease
 			}
@@ -103,13 +110,14 @@ func (c *Cluster) exchange(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err := redisDown(cmds, err); err != nil {
 		return err
 	}
+	var fix []repair
 	for _, r := range reads {
-		c.apply1(r, now)
+		fix = c.apply1(r, now, fix)
 	}
-	return nil
+	return c.repairs(ctx, fix)
 }
 
 func (c *Cluster) ping(ctx context.Context) error {
@@ -118,50 +126,95 @@ func (c *Cluster) ping(ctx context.Context) error {
 	return c.rdb.Ping(ctx).Err()
 }
 
-// apply1 acts on what one breaker's exchange read. Called with syncMu held.
-func (c *Cluster) apply1(r read, now int64) {
+// apply1 acts on what one breaker's exchange read, and returns fix with the
+// repairs its keys need. Called with syncMu held.
+func (c *Cluster) apply1(r read, now int64, fix []repair) []repair {
 	e := r.e
-	if v, err := r.open.Result(); err == nil {
-		if o, ok := decodeOpening(v); ok && o.instance != c.o.instance {
-			c.adopt(e, o, now)
-		}
+	okey := c.openKey(e.name)
+	switch v, err := r.open.Result(); {
+	case err == nil:
+		fix = c.readOpen(e, okey, v, now, fix)
+	case keyProblem(err):
+		fix = append(fix, repair{key: okey, want: "string", why: err.Error()})
 	}
 	if r.fields == nil {
-		return
+		return fix
 	}
-	fields, err := r.fields.Result()
-	if err != nil {
-		return
+	// A window hash that is not one, or holds more instances than one key
+	// shares, is repaired and its fields counted not at all.
+	wk := c.windowKey(e.name)
+	pairs, cursor, err := r.fields.Result()
+	for _, w := range r.writes {
+		if werr := w.Err(); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	switch {
+	case err != nil:
+		fix = append(fix, repair{key: wk, want: "hash", why: err.Error()}) // a key problem: redisDown let it through
+		pairs = nil
+	case cursor != 0:
+		fix = append(fix, repair{key: wk, want: "hash", why: "more than " + strconv.Itoa(MaxInstances) + " instances"})
+		pairs = nil
 	}
 	// The cluster's window: this instance's own counts as they are now, and
-	// every other instance's that is fresh and began after the last close.
+	// every other instance's that is fresh, not from the future, began after
+	// the last close, each capped by what a window holds.
 	var sum aggregate
 	if r.w.State == circuitbreaker.StateClosed {
 		sum = aggregate{calls: r.w.Calls, failures: r.w.Failures, slow: r.w.Slow}
 	}
-	fresh := now - 3*c.o.SyncInterval.Milliseconds()
-	for inst, v := range fields {
+	cfg := e.b.Config()
+	limit := peerCap(cfg, sum.calls)
+	fresh, future := now-3*c.o.SyncInterval.Milliseconds(), now+c.skew()
+	for i := 0; i+1 < len(pairs); i += 2 {
+		inst, v := pairs[i], pairs[i+1]
 		if inst == c.o.instance {
 			continue
 		}
 		a, ok := decodeAggregate(v)
 		switch {
-		case !ok || a.at < fresh:
+		case !ok || a.at < fresh || a.at > future:
 			if len(e.stale) < maxStale {
-				e.stale = append(e.stale, inst) // a dead instance's, or garbage
+				e.stale = append(e.stale, inst) // a dead instance's, garbage, or a clock far ahead
 			}
 		case a.at >= e.lastClose: // written after the last close
+			a = capped(a, limit)
 			sum.calls += a.calls
 			sum.failures += a.failures
 			sum.slow += a.slow
 		}
 	}
 	if c.o.DecideOn == DecideLocal || e.b.State() != circuitbreaker.StateClosed {
-		return
+		return fix
 	}
-	if reason, over := exceeded(e.b.Config(), sum); over {
+	if reason, over := exceeded(cfg, sum); over {
 		e.b.Trip(reason) // its OnTransition flags it: flush claims and publishes the open
 	}
+	return fix
+}
+
+// readOpen acts on the open record v of e's key: garbage is deleted, an
+// open ending past this instance's longest wait (and the clock skew) is
+// adopted up to that bound and rewritten to it. Called with syncMu held.
+func (c *Cluster) readOpen(e *entry, key, v string, now int64, fix []repair) []repair {
+	if v == "" {
+		return fix // no open record
+	}
+	o, ok := decodeOpening(v)
+	switch {
+	case !ok && len(v) > maxRecord:
+		return append(fix, repair{key: key, want: "*", why: "not an open record"}) // too long to send back
+	case !ok:
+		return append(fix, repair{key: key, want: "string", found: v, why: "not an open record"})
+	}
+	if o.instance == c.o.instance {
+		return fix
+	}
+	if b, far := c.adopt(e, o, now); far {
+		fix = append(fix, repair{key: key, want: "string", found: v, put: b.encode(), px: b.until - now, why: "an open past the longest wait"})
+	}
+	return fix
 }
 
 // exceeded applies a breaker's thresholds to the cluster's counts, as the
@@ -191,15 +244,36 @@ func (c *Cluster) flush(ctx context.Context) error {
 			}
 			// Half-open with no probe leased: try again (a holder may have gone).
 		}
-		if err := c.guard(func() error { return c.act(ctx, e) }); err != nil {
-			e.pending.Store(true)
-			if ctx.Err() == nil { // else cut short, not Redis's failure (see Sync)
-				c.setHealth(err)
-			}
-			return err
+		err := c.guard(func() error { return c.act(ctx, e) })
+		if err == nil {
+			continue
 		}
+		e.pending.Store(true)
+		if errors.Is(err, errRepaired) {
+			continue // the key was put right: acted on at the next flush
+		}
+		if ctx.Err() == nil { // else cut short, not Redis's failure (see Sync)
+			c.setHealth(err)
+		}
+		return err
 	}
 	return nil
+}
+
+// errRepaired is act's error when a script failed on what its key held and
+// the key was deleted: the breaker's change is still pending.
+var errRepaired = errors.New("cluster: a key was repaired")
+
+// keyFailed handles act's error err on key: a key problem deletes the key
+// and reports errRepaired; any other error is returned as it is.
+func (c *Cluster) keyFailed(ctx context.Context, key string, err error) error {
+	if !keyProblem(err) {
+		return err
+	}
+	if rerr := c.repairs(ctx, []repair{{key: key, want: "*", why: err.Error()}}); rerr != nil {
+		return rerr
+	}
+	return errRepaired
 }
 
 // act handles one breaker's own change, by the state it is in now.
@@ -220,9 +294,15 @@ func (c *Cluster) act(ctx context.Context, e *entry) error {
 		}
 		px := max(until-now.UnixMilli(), 1)
 		msg := message{open: true, opening: o, instance: c.o.instance, name: e.name}
-		v, err := claimOpen.Run(ctx, c.rdb, []string{c.openKey(e.name)}, o.encode(), px, now.UnixMilli(), c.channel, msg.encode()).Text()
+		latest := now.UnixMilli() + longestWait(e.b.Config()).Milliseconds() + c.skew()
+		key := c.openKey(e.name)
+		res, err := claimOpen.Run(ctx, c.rdb, []string{key}, o.encode(), px, now.UnixMilli(), c.channel, msg.encode(), latest).Slice()
 		if err != nil {
-			return err // pending again: claimed once Redis answers, if still open
+			return c.keyFailed(ctx, key, err) // pending again: claimed once Redis answers, if still open
+		}
+		v, replaced := claimed(res)
+		if replaced {
+			c.logRepair(repair{key: key, why: "claimed over what no instance writes"})
 		}
 		if won, ok := decodeOpening(v); ok && won.instance != c.o.instance && won.until != until {
 			c.adopt(e, won, now.UnixMilli()) // another instance opened first: probe when it does
@@ -244,9 +324,10 @@ func (c *Cluster) act(ctx context.Context, e *entry) error {
 		}
 		limit := e.b.Config().PermittedNumberOfCallsInHalfOpenState
 		px := (3 * c.o.SyncInterval).Milliseconds()
-		n, err := leaseProbes.Run(ctx, c.rdb, []string{c.probesKey(e.name, round)}, limit, limit, px).Int()
+		key := c.probesKey(e.name, round)
+		n, err := leaseProbes.Run(ctx, c.rdb, []string{key}, limit, limit, px).Int()
 		if err != nil {
-			return err
+			return c.keyFailed(ctx, key, err)
 		}
 		if n < 0 { // another instance's probes closed this round
 			if e.b.CloseRemote() {
@@ -263,16 +344,14 @@ func (c *Cluster) act(ctx context.Context, e *entry) error {
 		// Closed by its own probes: close the key everywhere.
 		e.lastClose = now.UnixMilli()
 		msg := message{round: e.leaseRound, at: e.lastClose, instance: c.o.instance, name: e.name}
-		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		cmds, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if e.leaseRound != 0 { // instances that missed the message learn it when they lease
-				p.Set(ctx, c.probesKey(e.name, e.leaseRound), closedMark, 10*c.o.SyncInterval)
+				p.Set(ctx, c.probesKey(e.name, e.leaseRound), closedMark, 10*c.o.SyncInterval) // whatever the key held
 			}
 			p.Publish(ctx, c.channel, msg.encode())
 			return nil
 		})
-		if err != nil {
-			return err
-		}
+		return redisDown(cmds, err)
 	}
 	return nil
 }

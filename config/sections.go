@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -151,8 +152,11 @@ func checkHedging(levels []level, add func(path, problem string)) {
 type ClusterSection struct {
 	Enabled *bool         `yaml:"enabled,omitempty"`
 	Redis   *RedisSection `yaml:"redis,omitempty"`
-	// Namespace prefixes every key and the channel; every instance of one
-	// client uses the same. Default "meshless".
+	// Namespace prefixes every key and the channel. Unwritten, it is
+	// meshless@<target>, from the target of the chain's first call: the
+	// pods of one client (same target, same configuration) share, unrelated
+	// clients on the same Redis do not. Written, every client that writes
+	// the same namespace shares its breakers by name, on purpose.
 	Namespace *string `yaml:"namespace,omitempty"`
 	// SyncInterval is how often an instance publishes its windows and reads
 	// the cluster's. Default 1s.
@@ -194,7 +198,9 @@ func (c *Config) ClusterConfig() (cfg cluster.Config, ok bool, err error) {
 	return cfg, true, cfg.Validate()
 }
 
-// Options reads cluster.redis; nil options without either key.
+// Options reads cluster.redis; nil options without either key. No error
+// shows a password: an address is shown with its user information hidden
+// (redactAddr), whichever key it came through.
 func (s *RedisSection) Options() (*redis.Options, error) {
 	if s == nil || (s.Addr == nil && s.URL == nil) {
 		return nil, nil
@@ -203,24 +209,63 @@ func (s *RedisSection) Options() (*redis.Options, error) {
 		return nil, &PathError{Path: "cluster.redis", Problem: "set addr or url, not both"}
 	}
 	if s.Addr != nil {
-		if _, _, err := net.SplitHostPort(*s.Addr); err != nil || *s.Addr == "" {
-			return nil, &PathError{Path: "cluster.redis.addr", Problem: fmt.Sprintf("want host:port such as 127.0.0.1:6379, got %q", Clip(*s.Addr))}
+		addr := *s.Addr
+		switch {
+		case strings.Contains(addr, "://"):
+			return nil, &PathError{Path: "cluster.redis.addr", Problem: fmt.Sprintf("want host:port such as 127.0.0.1:6379, got a URL (%q): write it as url", Clip(redactAddr(addr)))}
+		case strings.ContainsAny(addr, "@/"):
+			return nil, &PathError{Path: "cluster.redis.addr", Problem: fmt.Sprintf("want host:port such as 127.0.0.1:6379 (a user or password goes in url), got %q", Clip(redactAddr(addr)))}
+		case !validHostPort(addr):
+			return nil, &PathError{Path: "cluster.redis.addr", Problem: fmt.Sprintf("want host:port such as 127.0.0.1:6379, got %q", Clip(addr))}
 		}
-		return &redis.Options{Addr: *s.Addr}, nil
+		return &redis.Options{Addr: addr}, nil
 	}
 	o, err := redis.ParseURL(*s.URL)
+	if err == nil && o.Network != "unix" && !validHostPort(o.Addr) {
+		err = fmt.Errorf("want a port in [1, 65535], got %q", o.Addr)
+	}
 	if err != nil {
-		// The URL may hold a password: name the problem, not the value.
-		return nil, &PathError{Path: "cluster.redis.url", Problem: "want redis://[user:password@]host:port/db: " + redactURL(err.Error(), *s.URL)}
+		return nil, &PathError{Path: "cluster.redis.url", Problem: "want redis://[user:password@]host:port/db: " + urlProblem(*s.URL, err)}
 	}
 	return o, nil
 }
 
-func redactURL(msg, url string) string {
-	if url == "" {
-		return msg
+func validHostPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	return err == nil && perr == nil && n >= 1 && n <= 65535
+}
+
+// redactAddr hides the user information of a Redis address: a URL's
+// password (user kept, as net/url's Redacted does), and everything before
+// the last @ of an address that is not a URL.
+func redactAddr(addr string) string {
+	if strings.Contains(addr, "://") {
+		return cluster.Redact(addr)
 	}
-	return strings.ReplaceAll(msg, url, "<url>")
+	if at := strings.LastIndex(addr, "@"); at >= 0 {
+		return "xxxxx" + addr[at:]
+	}
+	return addr
+}
+
+// urlProblem describes err, the problem with the URL raw, without raw's
+// user information: the parser's message on the URL with it hidden, or,
+// when that URL is valid, a message that the user information is not.
+func urlProblem(raw string, err error) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	at := strings.LastIndex(rest, "@")
+	if !ok || at < 0 {
+		return cluster.Redact(err.Error()) // no user information
+	}
+	hidden := scheme + "://xxxxx" + rest[at:]
+	if _, herr := redis.ParseURL(hidden); herr != nil {
+		return strings.ReplaceAll(herr.Error(), hidden, Clip(hidden))
+	}
+	if o, _ := redis.ParseURL(hidden); !validHostPort(o.Addr) {
+		return err.Error() // the port: raw's user information is not in it
+	}
+	return "its user or password is not valid in a URL (percent-encode : / ? # [ ] @ in them), in " + strconv.Quote(Clip(hidden))
 }
 
 // checkCluster validates the cluster section.
@@ -254,6 +299,9 @@ func SameCluster(a, b *Config) bool {
 	}
 	if !aon {
 		return true
+	}
+	if (a.Cluster.Namespace == nil) != (b.Cluster.Namespace == nil) {
+		return false // derived from the target, or shared on purpose
 	}
 	ar, br := a.Cluster.Redis, b.Cluster.Redis
 	str := func(p *string) string {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -82,7 +83,16 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 // method's first call it takes no lock and allocates nothing. A method the
 // chain does not know, or past its bound, gets its service's or the
 // defaults' OtherMethod entry (see [OtherMethod]).
-func (c *Chain) lookup(fullMethod string) *engine.Method {
+//
+// A method's first call on a chain whose cluster namespace comes from its
+// target binds the cluster to cc's target first (docs/cluster.md).
+func (c *Chain) lookup(fullMethod string, cc *grpc.ClientConn) *engine.Method {
+	if m, ok := c.e.Cached(fullMethod); ok {
+		return m
+	}
+	if cc != nil && c.e.WantsTarget() {
+		c.e.BindTarget(cc.CanonicalTarget())
+	}
 	return c.e.Lookup(fullMethod, func(cfg *Config) (string, string, bool) {
 		svc, name, ok := splitMethod(fullMethod)
 		return svc, name, ok && known(cfg, svc, name)

@@ -40,8 +40,10 @@ func TestClusterSectionErrorsNameTheirPath(t *testing.T) {
 	if _, err := grpcmw.New(cfg); err == nil || !strings.Contains(err.Error(), "cluster.redis: needs addr or url") {
 		t.Fatalf("New without redis: %v", err)
 	}
-	if _, err := grpcmw.ParseConfig([]byte("cluster: {enabled: false, decideOn: CLUSTER, redis: {url: 'redis://u:p@h:1/0'}}")); err != nil {
-		t.Fatalf("a valid section: %v", err)
+	for _, url := range []string{"redis://u:p@h:1/0", "rediss://h:6380", "unix:///run/redis.sock?db=1", "redis://[::1]:6379/0"} {
+		if _, err := grpcmw.ParseConfig([]byte("cluster: {enabled: false, decideOn: CLUSTER, redis: {url: '" + url + "'}}")); err != nil {
+			t.Fatalf("a valid section: %v", err)
+		}
 	}
 }
 
@@ -78,4 +80,38 @@ func TestClusterReload(t *testing.T) {
 	a.sync(t)
 	b.sync(t)
 	b.wantRejected(t, be)
+}
+
+// No Redis password is ever shown, whichever key the address came
+// through, however malformed.
+func TestClusterRedisAddressesAreRedacted(t *testing.T) {
+	for _, tt := range []struct {
+		name, key, value string
+	}{
+		{name: "url in addr", key: "addr", value: "redis://:s3cr3t-pw@h:6379"},
+		{name: "user and password in addr", key: "addr", value: "user:s3cr3t-pw@h:6379"},
+		{name: "password in addr", key: "addr", value: "s3cr3t-pw@h:6379"},
+		{name: "colon password in addr", key: "addr", value: ":s3cr3t-pw@h:6379"},
+		{name: "http url", key: "url", value: "http://u:s3cr3t-pw@h:1"},
+		{name: "bad database", key: "url", value: "redis://:s3cr3t-pw@h:1/notadb"},
+		{name: "bad port", key: "url", value: "redis://u:s3cr3t-pw@h:99999999/0"},
+		{name: "slash in password", key: "url", value: "redis://u:s3cr3t/pw@h:1/0"},
+		{name: "unknown option", key: "url", value: "redis://u:s3cr3t-pw@h:1/0?bogus=1"},
+		{name: "malformed host", key: "url", value: "redis://u:s3cr3t-pw@[::1/0"},
+		{name: "control byte", key: "url", value: "redis://u:s3cr3t-pw\t@h:1/0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			yaml := "cluster: {redis: {" + tt.key + ": \"" + tt.value + "\"}}"
+			_, err := grpcmw.ParseConfig([]byte(yaml))
+			if err == nil {
+				t.Fatalf("ParseConfig accepted %s: %q", tt.key, tt.value)
+			}
+			if !strings.Contains(err.Error(), "cluster.redis."+tt.key) {
+				t.Errorf("the error does not name cluster.redis.%s: %v", tt.key, err)
+			}
+			if strings.Contains(err.Error(), "s3cr3t") {
+				t.Fatalf("the error shows the password: %v", err)
+			}
+		})
+	}
 }

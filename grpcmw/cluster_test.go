@@ -2,6 +2,8 @@ package grpcmw_test
 
 import (
 	"context"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,12 +75,19 @@ type clusterPod struct {
 
 func threePods(t *testing.T, yaml string, be *backend, opts ...grpcmw.Option) []*clusterPod {
 	t.Helper()
+	return podsOf(t, yaml, be, []string{"A", "B", "C"}, opts...)
+}
+
+// podsOf starts one pod per name, each its own chain from yaml and its own
+// connection to be.
+func podsOf(t *testing.T, yaml string, be *backend, names []string, opts ...grpcmw.Option) []*clusterPod {
+	t.Helper()
 	cfg, err := grpcmw.ParseConfig([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var pods []*clusterPod
-	for _, name := range []string{"A", "B", "C"} {
+	for _, name := range names {
 		chain, err := grpcmw.New(cfg, opts...)
 		if err != nil {
 			t.Fatal(err)
@@ -328,4 +337,156 @@ func TestClusterRedisKilledAndRestarted(t *testing.T) {
 	if err, _ := bad.Load().(error); err != nil {
 		t.Fatalf("a caller saw %v", err)
 	}
+}
+
+// Two teams' clients on one Redis, each calling its own backend through a
+// service of the same name: with the namespace left at its default they
+// share nothing; the pods of one client (same target) still share; a
+// namespace both write shares on purpose.
+func TestClusterUnrelatedClientsShareNothingByDefault(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		namespace string // the line written in both clients' YAML
+		shared    bool   // team B's breaker opens with team A's
+	}{
+		{name: "namespace left at its default", namespace: "", shared: false},
+		{name: "namespace written by both", namespace: "namespace: shared-on-purpose", shared: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			yaml := strings.Replace(yamlFor(srv), "namespace: three-pods", tt.namespace, 1)
+			beA, beB := newBackend(t), newBackend(t)
+			teamA := podsOf(t, yaml, beA, []string{"A1", "A2"})
+			teamB := podsOf(t, yaml, beB, []string{"B1"})
+			beA.answer(codes.Unavailable)
+			beB.answer(codes.OK)
+			teamA[1].calls(t, 1, codes.Unavailable)
+			teamB[0].calls(t, 1, codes.OK)
+			teamA[0].calls(t, 6, codes.Unavailable) // A1 opens
+			for _, p := range append(teamA, teamB...) {
+				p.sync(t)
+			}
+			teamA[1].wantRejected(t, beA) // the pods of one client share
+			if tt.shared {
+				teamB[0].wantRejected(t, beB)
+				return
+			}
+			teamB[0].calls(t, 3, codes.OK) // a healthy backend, reached
+			if st := teamB[0].state(); st != circuitbreaker.StateClosed {
+				t.Fatalf("team B's breaker is %v", st)
+			}
+		})
+	}
+}
+
+// A chain's cluster takes its namespace from the target of its first call,
+// bounded in length; a chain that serves two targets shares its breakers
+// under the first one's.
+func TestClusterNamespaceComesFromTheFirstTarget(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg, err := grpcmw.ParseConfig([]byte(strings.Replace(yamlFor(srv), "namespace: three-pods", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be1, be2 := newBackend(t), newBackend(t)
+	be1.answer(codes.OK)
+	be2.answer(codes.OK)
+	newChain := func() *grpcmw.Chain {
+		chain, err := grpcmw.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(chain.Close)
+		return chain
+	}
+	// call makes one call through chain to target, whose connections reach
+	// the backend at addr.
+	call := func(chain *grpcmw.Chain, target, addr string) {
+		t.Helper()
+		conn, err := grpc.NewClient(target, append(chain.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+				return new(net.Dialer).DialContext(ctx, "tcp", addr)
+			}))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := testgrpc.NewTestServiceClient(conn).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("two targets", func(t *testing.T) {
+		chain := newChain()
+		if chain.Cluster() != nil {
+			t.Fatal("a cluster before the first call: its namespace is not known yet")
+		}
+		call(chain, be2.addr, be2.addr)
+		call(chain, be1.addr, be1.addr)
+		if got, want := chain.Cluster().Config().Namespace, "meshless@dns:///"+be2.addr; got != want {
+			t.Fatalf("namespace %q, want %q (the first call's target)", got, want)
+		}
+		if b, ok := chain.Breaker(clusterKey); !ok || b.Window().Calls != 2 {
+			t.Fatal("want one breaker for both targets, with both calls")
+		}
+		// Writing the default namespace is sharing on purpose: another
+		// cluster, which a reload cannot switch to.
+		written, err := grpcmw.ParseConfig([]byte(yamlFor(srv)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		written.Cluster.Namespace = new(string)
+		*written.Cluster.Namespace = "meshless"
+		if err := chain.Reload(written); err == nil || !strings.Contains(err.Error(), "the cluster section is read when the chain is built") {
+			t.Fatalf("Reload writing the namespace: %v", err)
+		}
+		if err := chain.Reload(cfg); err != nil {
+			t.Fatalf("Reload with the same section: %v", err)
+		}
+	})
+
+	t.Run("a stream first", func(t *testing.T) {
+		chain := newChain()
+		conn, err := grpc.NewClient(be1.addr, append(chain.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		s, err := testgrpc.NewTestServiceClient(conn).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); err != io.EOF {
+			t.Fatalf("stream: %v, want its end", err)
+		}
+		if cl := chain.Cluster(); cl == nil || cl.Config().Namespace != "meshless@dns:///"+be1.addr {
+			t.Fatalf("cluster %v after a stream: want it in the stream's target's namespace", cl)
+		}
+	})
+
+	t.Run("closed before its first call", func(t *testing.T) {
+		chain := newChain()
+		chain.Close()
+		call(chain, be1.addr, be1.addr)
+		if chain.Cluster() != nil {
+			t.Fatal("a closed chain started a cluster")
+		}
+	})
+
+	t.Run("long targets", func(t *testing.T) {
+		long := "passthrough:///" + strings.Repeat("a-very-long-service-name.", 12) + "example:443"
+		var names []string
+		for _, target := range []string{long, long + "x", long} {
+			chain := newChain()
+			call(chain, target, be1.addr)
+			ns := chain.Cluster().Config().Namespace
+			if len(ns) > 80 || !strings.HasPrefix(ns, "meshless@passthrough:///a-very-long") {
+				t.Fatalf("namespace %q (%d bytes): want a readable start and at most 80 bytes", ns, len(ns))
+			}
+			names = append(names, ns)
+		}
+		if names[0] == names[1] || names[0] != names[2] {
+			t.Fatalf("namespaces %q: want two targets that differ at their end apart, one target alike", names)
+		}
+	})
 }

@@ -75,7 +75,7 @@ func NewServer(cfg *Config, opts ...ServerOption) (*Server, error) {
 func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		var resp any
-		err, refused := s.c.lookup(info.FullMethod).Serve(ctx, func(ctx context.Context) (err error) {
+		err, refused := s.c.lookup(info.FullMethod, nil).Serve(ctx, func(ctx context.Context) (err error) {
 			resp, err = handler(ctx, req)
 			return err
 		})
@@ -90,7 +90,7 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // holds its permit until its handler returns.
 func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		err, refused := s.c.lookup(info.FullMethod).ServeStream(ss.Context(), func() error { return handler(srv, ss) })
+		err, refused := s.c.lookup(info.FullMethod, nil).ServeStream(ss.Context(), func() error { return handler(srv, ss) })
 		if refused {
 			ss.SetTrailer(s.pushback)
 		}

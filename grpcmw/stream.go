@@ -39,7 +39,7 @@ import (
 // a unary call).
 func (c *Chain) StreamClientInterceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		m := c.lookup(fullMethod)
+		m := c.lookup(fullMethod, cc)
 		if m.Hedges() && desc.ServerStreams && !desc.ClientStreams {
 			return newHedgedStream(ctx, m, desc, cc, fullMethod, streamer, opts), nil // hedge_stream.go
 		}

@@ -20,13 +20,13 @@ func TestIssue9InventedMethodsShareTheFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 1000 {
-		if m := c.lookup(fmt.Sprintf("/grpc.testing.TestService/Invented%d", i)); m == nil || m.Name() != "grpc.testing.TestService/_OTHER" {
+		if m := c.lookup(fmt.Sprintf("/grpc.testing.TestService/Invented%d", i), nil); m == nil || m.Name() != "grpc.testing.TestService/_OTHER" {
 			t.Fatalf("an invented method of a configured service got %+v, want the service's _OTHER entry", m)
 		}
-		if m := c.lookup(fmt.Sprintf("/invented.Svc%d/M", i)); m == nil || m.Name() != "_OTHER/_OTHER" {
+		if m := c.lookup(fmt.Sprintf("/invented.Svc%d/M", i), nil); m == nil || m.Name() != "_OTHER/_OTHER" {
 			t.Fatalf("a method of an unknown service got %+v, want the defaults' _OTHER entry", m)
 		}
-		if m := c.lookup(fmt.Sprintf("garbage %d", i)); m == nil || m.Name() != "_OTHER/_OTHER" {
+		if m := c.lookup(fmt.Sprintf("garbage %d", i), nil); m == nil || m.Name() != "_OTHER/_OTHER" {
 			t.Fatalf("a malformed name got %+v, want the defaults' _OTHER entry", m)
 		}
 	}
@@ -36,12 +36,12 @@ func TestIssue9InventedMethodsShareTheFallback(t *testing.T) {
 	// Real methods (linked descriptors) get their own entries up to the
 	// bound, then the fallback: with policies either way.
 	for _, name := range []string{"UnaryCall", "EmptyCall", "StreamingOutputCall"} {
-		m := c.lookup("/grpc.testing.TestService/" + name)
+		m := c.lookup("/grpc.testing.TestService/"+name, nil)
 		if m == nil || m.Breaker() == nil || m.Bulkhead() == nil {
 			t.Fatalf("%s runs without policies: %+v", name, m)
 		}
 	}
-	if m := c.lookup("/grpc.testing.TestService/StreamingOutputCall"); m.Name() != "grpc.testing.TestService/_OTHER" {
+	if m := c.lookup("/grpc.testing.TestService/StreamingOutputCall", nil); m.Name() != "grpc.testing.TestService/_OTHER" {
 		t.Fatalf("a method past the bound got %q, want the service's fallback", m.Name())
 	}
 	var calls []string

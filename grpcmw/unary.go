@@ -16,7 +16,7 @@ import (
 // UnaryClientInterceptor returns the interceptor for unary calls.
 func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, fullMethod string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		m := c.lookup(fullMethod)
+		m := c.lookup(fullMethod, cc)
 		u := unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts,
 			pushback: m.ReadsPushback()}
 		if !m.Hedges() {

@@ -44,8 +44,9 @@ type Options struct {
 type Engine struct {
 	t    Transport
 	opts Options
-	// cluster and ownRedis: see startCluster.
+	// cluster (under mu), bind and ownRedis: see startCluster.
 	cluster  *cluster.Cluster
+	bind     *clusterBinding // set by New when the cluster waits for its target
 	ownRedis redis.UniversalClient
 	mu       sync.Mutex // serialises Reload, Close and a key's first call
 	state    atomic.Pointer[state]
@@ -127,8 +128,13 @@ func (e *Engine) Config() *config.Config { return e.state.Load().cfg }
 func (e *Engine) Throttle() *retry.Throttle { return e.state.Load().throttle }
 
 // Cluster returns the engine's cluster, or nil without a cluster section
-// (or on a server).
-func (e *Engine) Cluster() *cluster.Cluster { return e.cluster }
+// (or on a server), and, when the namespace is left at its default, until
+// the transport's first call ([Engine.BindTarget]).
+func (e *Engine) Cluster() *cluster.Cluster {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cluster
+}
 
 // ErrClusterReload is Reload's error when the cluster section changed.
 var ErrClusterReload = errors.New("the cluster section is read when the chain is built: build a new chain to change it")
@@ -161,12 +167,7 @@ func (e *Engine) Reload(cfg *config.Config) error {
 func (e *Engine) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.cluster != nil {
-		e.cluster.Close() // first: it stops touching the breakers
-		if e.ownRedis != nil {
-			_ = e.ownRedis.Close()
-		}
-	}
+	e.closeCluster()
 	st := e.state.Load()
 	for _, be := range st.breakers {
 		be.b.Close()
@@ -215,6 +216,10 @@ func (e *Engine) Keys() int {
 	defer e.mu.Unlock()
 	return e.state.Load().methods.n
 }
+
+// Cached returns the policy set of key when a call has built it: one atomic
+// load and a map read, no lock, no allocation.
+func (e *Engine) Cached(key string) (*Method, bool) { return e.state.Load().methods.load(key) }
 
 // Lookup returns the policy set of key (a gRPC full method name). After
 // its first call it takes no lock and allocates nothing. On a key's first

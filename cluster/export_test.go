@@ -1,0 +1,4 @@
+package cluster
+
+// Deliver hands payload to c as if it had come on the channel.
+func Deliver(c *Cluster, payload string) { c.deliver(payload) }

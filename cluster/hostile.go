@@ -1,0 +1,193 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/meshless/meshless/circuitbreaker"
+)
+
+// Anything read from the namespace may have been written by anyone with
+// access to it: a key of the wrong type, garbage, dates in the future, counts
+// no window holds, opens no instance would write. This file bounds it. A bad
+// key is that key's problem, repaired (deleted or overwritten) in the same
+// sync; Redis is down for the cluster only when it does not answer or refuses
+// service.
+
+// keyProblem reports whether err is the server's reply about what one key
+// holds, rather than Redis not answering (network errors, timeouts) or
+// refusing service (LOADING, READONLY, OOM, NOAUTH, NOPERM, BUSY,
+// CLUSTERDOWN, MASTERDOWN, MISCONF, …), which mean Redis is down for the
+// cluster. The key's problems are the wrong type (WRONGTYPE) and a command or
+// one of the scripts failing on the key's value (ERR … not an integer,
+// overflow, a script's runtime error).
+func keyProblem(err error) bool {
+	var re redis.Error
+	if err == nil || errors.Is(err, redis.Nil) || !errors.As(err, &re) {
+		return false
+	}
+	code, rest, _ := strings.Cut(re.Error(), " ")
+	switch code {
+	case "WRONGTYPE":
+		return true
+	case "ERR":
+		return strings.Contains(rest, "not an integer") || strings.Contains(rest, "overflow") ||
+			strings.Contains(rest, "user_script")
+	}
+	return false
+}
+
+// redisDown returns the first error of an exchange that is Redis's and not
+// one key's: cmds are the pipeline's commands, err what the pipeline
+// returned.
+func redisDown(cmds []redis.Cmder, err error) error {
+	for _, cmd := range cmds {
+		if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) && !keyProblem(e) {
+			return e
+		}
+	}
+	if err != nil && !errors.Is(err, redis.Nil) && !keyProblem(err) {
+		return err
+	}
+	return nil
+}
+
+// repair is one key to put right; see repairKey.
+type repair struct {
+	key, want, found, put string
+	px                    int64
+	why                   string
+}
+
+// repairs runs the repairs an exchange found, each a conditional script on
+// its key. A key problem in a repair is ignored (the next sync finds the key
+// again); any other error means Redis is down. Called with syncMu held.
+func (c *Cluster) repairs(ctx context.Context, list []repair) error {
+	for _, r := range list {
+		n, err := repairKey.Run(ctx, c.rdb, []string{r.key}, r.want, r.found, r.put, max(r.px, 1), MaxInstances).Int()
+		switch {
+		case err == nil && n == 1:
+			c.logRepair(r)
+		case err != nil && !keyProblem(err):
+			return err
+		}
+	}
+	return nil
+}
+
+// logRepair logs the first repair as a warning (a namespace holding what no
+// instance writes has another writer, or a pod whose clock is off), and the
+// others at debug level.
+func (c *Cluster) logRepair(r repair) {
+	level := slog.LevelDebug
+	if c.repaired.CompareAndSwap(false, true) {
+		level = slog.LevelWarn
+	}
+	c.o.logger.Log(context.Background(), level,
+		"meshless cluster: repaired a key of the namespace that held what no instance writes; further repairs are logged at debug level",
+		"namespace", c.ns, "key", r.key, "problem", r.why)
+}
+
+// claimed reads claimOpen's reply: the record in force, and whether the
+// claim replaced what no instance writes.
+func claimed(res []any) (v string, replaced bool) {
+	if len(res) != 2 {
+		return "", false
+	}
+	v, _ = res[0].(string)
+	n, _ := res[1].(int64)
+	return v, n == 1
+}
+
+// longestWait is the longest open wait cfg's breaker sets itself: an open
+// adopted from another instance ends no later than this from now.
+func longestWait(cfg circuitbreaker.Config) time.Duration {
+	if cfg.MaxWaitDurationInOpenState > 0 {
+		return cfg.MaxWaitDurationInOpenState
+	}
+	return time.Duration(math.Ceil(float64(cfg.WaitDurationInOpenState) * (1 + cfg.OpenStateJitter)))
+}
+
+// skew is the clock difference between instances the cluster tolerates:
+// one sync interval. Windows dated further ahead are ignored and deleted;
+// opens ending further past the reader's longest wait are rewritten.
+func (c *Cluster) skew() int64 { return c.o.SyncInterval.Milliseconds() }
+
+// peerCap is the most calls one other instance's window counts for, in the
+// cluster's sum of cfg's breaker whose own window holds own calls. A
+// COUNT_BASED window holds slidingWindowSize calls. A TIME_BASED window has
+// no size in calls: a peer weighs at most as much as this instance's own
+// window, or minimumNumberOfCalls when that is more (so that a quiet
+// instance still sums its peers up to a decision).
+func peerCap(cfg circuitbreaker.Config, own int64) int64 {
+	if cfg.SlidingWindowType == circuitbreaker.CountBased {
+		return int64(cfg.SlidingWindowSize)
+	}
+	return max(own, int64(cfg.MinimumNumberOfCalls))
+}
+
+// capped bounds a's calls at limit, scaling its failures and slow calls
+// with them so that its rates are kept.
+func capped(a aggregate, limit int64) aggregate {
+	if a.calls <= limit {
+		return a
+	}
+	scale := float64(limit) / float64(a.calls)
+	a.failures = min(int64(math.Round(float64(a.failures)*scale)), limit)
+	a.slow = min(int64(math.Round(float64(a.slow)*scale)), limit)
+	a.calls = limit
+	return a
+}
+
+// redactedError is an error whose text hides the credentials of any URL in
+// it; errors.Is and errors.As see the original.
+type redactedError struct{ err error }
+
+func (e *redactedError) Error() string { return Redact(e.err.Error()) }
+func (e *redactedError) Unwrap() error { return e.err }
+
+func redacted(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &redactedError{err}
+}
+
+// Redact returns s with the password of every URL in it
+// (scheme://user:password@host) replaced by "xxxxx", as
+// [net/url.URL.Redacted] does, and the user kept. The cluster applies it
+// to every error it returns or logs; grpcmw to the Redis addresses its
+// configuration errors show.
+func Redact(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			break
+		}
+		b.WriteString(s[:i+3])
+		s = s[i+3:]
+		end := strings.IndexAny(s, "/?# \t\r\n\"'`<>")
+		if end < 0 {
+			end = len(s)
+		}
+		at := strings.LastIndex(s[:end], "@")
+		if at < 0 {
+			continue
+		}
+		user, _, hasPassword := strings.Cut(s[:at], ":")
+		b.WriteString(user)
+		if hasPassword {
+			b.WriteString(":xxxxx")
+		}
+		s = s[at:]
+	}
+	b.WriteString(s)
+	return b.String()
+}
