@@ -267,8 +267,16 @@ func (p Permit) Record(o resilience.Outcome) {
 	p.b.finish(p.ctx, p.per, p.probe, o, now.Sub(p.start), now)
 }
 
-// Enter is [Breaker.Acquire] as a [resilience.Gate], for pipelines.
+// Enter is [Breaker.Acquire] as a [resilience.Gate], for pipelines. A
+// closed breaker admits without reading the clock: the pipeline measures
+// the attempt.
 func (b *Breaker) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	switch p := b.cur.Load(); p.state {
+	case StateClosed, StateMetricsOnly:
+		return ctx, resilience.Permit{Ref: p}, nil
+	case StateDisabled:
+		return ctx, resilience.Permit{}, nil
+	}
 	pm, err := b.Acquire(ctx)
 	switch {
 	case err != nil:

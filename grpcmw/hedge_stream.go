@@ -17,6 +17,7 @@ import (
 	"github.com/meshless/meshless/internal/engine"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
+	"github.com/meshless/meshless/timeout"
 )
 
 // A server-streaming call (one request, a stream of responses) on a method
@@ -61,6 +62,7 @@ type hedgedState struct {
 // its permits after its turn in the hedge returned.
 type hedgedCopy struct {
 	adm     resilience.Admission
+	dl      timeout.AttemptDeadline
 	cs      grpc.ClientStream
 	cancel  context.CancelFunc
 	trailer metadata.MD
@@ -99,7 +101,7 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 			if c := &s.copies[i]; i+1 != winner && c.live {
 				c.live = false
 				c.cancel()
-				c.adm.Done(status.Error(codes.Canceled, "grpcmw: hedged copy lost"))
+				s.call.FinishCopy(&c.adm, &c.dl, status.Error(codes.Canceled, "grpcmw: hedged copy lost"))
 			}
 		}
 	}()
@@ -129,13 +131,14 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 // committed, and that the hedge's cancellation cuts until then.
 func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt protoreflect.MessageType) error {
 	c := &s.copies[n-1]
-	actx, err := s.call.Admit(s.ctx, &c.adm, n)
+	actx, dl, err := s.call.Admit(s.ctx, &c.adm, n)
 	if err != nil {
 		return err
 	}
+	c.dl = dl
 	defer func() {
 		if !c.live {
-			c.adm.Abort() // a panic; after Done it does nothing
+			s.call.Abort(&c.adm, &c.dl) // a panic; after Finish it releases nothing more
 		}
 	}()
 	sctx, scancel := context.WithCancel(actx)
@@ -163,7 +166,7 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 		if !stop() {
 			// Lost already: the hedge cancelled this copy.
 			scancel()
-			return c.adm.Done(ctx.Err())
+			return s.call.FinishCopy(&c.adm, &c.dl, ctx.Err())
 		}
 		c.cs, c.cancel, c.live = cs, scancel, true
 		return nil
@@ -172,10 +175,10 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 	scancel()
 	if err == io.EOF {
 		c.eof = true
-		c.adm.Done(nil)
+		s.call.FinishCopy(&c.adm, &c.dl, nil)
 		return nil // ended OK without a response: an answer
 	}
-	return withPushback(c.adm.Done(err), c.trailer)
+	return withPushback(s.call.FinishCopy(&c.adm, &c.dl, err), c.trailer)
 }
 
 // finish ends the stream once, giving the committed copy's permits back.
@@ -192,7 +195,7 @@ func (s *hedgedState) finish(err error) {
 		if err == io.EOF {
 			err = nil
 		}
-		w.adm.Done(err)
+		s.call.FinishCopy(&w.adm, &w.dl, err)
 	}
 	s.stopWatch()
 	s.cancel()

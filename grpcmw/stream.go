@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshless/meshless/internal/engine"
 	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/timeout"
 )
 
 // StreamClientInterceptor returns the interceptor for streaming calls.
@@ -71,11 +72,12 @@ type streamState struct {
 	cur       grpc.ClientStream
 	trailer   metadata.MD
 	cancelCur context.CancelFunc
-	adm       resilience.Admission // the current attempt's permits
-	received  bool                 // a response reached the caller
-	committed bool                 // no more retries (gRFC A6)
-	sent      []any                // messages sent so far, to replay
-	sentBytes int                  // their size on the wire
+	adm       resilience.Admission    // the current attempt's permits
+	dl        timeout.AttemptDeadline // and its deadline
+	received  bool                    // a response reached the caller
+	committed bool                    // no more retries (gRFC A6)
+	sent      []any                   // messages sent so far, to replay
+	sentBytes int                     // their size on the wire
 	closeSent bool
 	waiting   bool // RecvMsg is in a backoff, without the lock; it ends the retry
 	done      bool
@@ -115,14 +117,15 @@ func newStream(ctx context.Context, m *engine.Method, o *options, desc *grpc.Str
 // its permits are back; so they are if the streamer panics. Called with
 // s.mu held, or before s is shared.
 func (s *streamState) open() (err error) {
-	actx, err := s.call.Admit(s.ctx, &s.adm, s.call.Attempts()+1)
+	actx, dl, err := s.call.Admit(s.ctx, &s.adm, s.call.Attempts()+1)
 	if err != nil {
 		return err
 	}
+	s.dl = dl
 	opened := false
 	defer func() {
 		if !opened {
-			s.adm.Abort() // the streamer panicked
+			s.call.Abort(&s.adm, &s.dl) // the streamer panicked
 		}
 	}()
 	actx, cancel := context.WithCancel(actx)
@@ -138,7 +141,7 @@ func (s *streamState) open() (err error) {
 	opened = true
 	if err != nil {
 		cancel()
-		return s.adm.Done(err)
+		return s.call.Finish(&s.adm, &s.dl, err)
 	}
 	s.cur, s.cancelCur = cs, cancel
 	return nil
@@ -166,7 +169,7 @@ func (s *streamState) settleLocked(err error) {
 	if err == io.EOF {
 		err = nil
 	}
-	s.adm.Done(err)
+	s.call.Finish(&s.adm, &s.dl, err)
 	if s.cancelCur != nil {
 		s.cancelCur()
 	}

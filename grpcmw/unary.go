@@ -49,6 +49,11 @@ type unaryCall struct {
 	invoker    grpc.UnaryInvoker
 	opts       []grpc.CallOption
 	pushback   bool // the method's attempt policy reads the server's pushback
+	// trailer and optsBuf serve the attempts that read the trailer: the
+	// caller's options and grpc.Trailer(&trailer), without allocating for
+	// a caller that passes few options.
+	trailer metadata.MD
+	optsBuf [4]grpc.CallOption
 	// copies are a hedged call's, each with its own results; mt is the
 	// reply's type, for the copies after the first.
 	copies *[retry.MaxHedgedAttempts]hedgeCopy
@@ -74,9 +79,9 @@ func (u *unaryCall) Attempt(ctx context.Context, n int) error {
 	if !u.pushback {
 		return u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.opts...)
 	}
-	var md metadata.MD
-	opts := append(u.opts[:len(u.opts):len(u.opts)], grpc.Trailer(&md))
-	return withPushback(u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...), md)
+	u.trailer = nil
+	opts := append(append(u.optsBuf[:0], u.opts...), grpc.Trailer(&u.trailer))
+	return withPushback(u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...), u.trailer)
 }
 
 // withPushback attaches the pushback of an attempt's trailer to its error.

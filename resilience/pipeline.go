@@ -37,6 +37,15 @@ type EarlyGate interface {
 	Commit(ctx context.Context, p Permit, r Result) (exited bool)
 }
 
+// A TimedGate is a [Gate] that needs the time to admit an attempt (the
+// adaptive throttler's window): a [Pipeline] gives it the time it read for
+// the attempt, so that no gate reads the clock of its own.
+type TimedGate interface {
+	Gate
+	// EnterAt is Enter at now.
+	EnterAt(ctx context.Context, now time.Time) (context.Context, Permit, error)
+}
+
 // Permit is a gate's admission of one attempt. Its fields belong to the gate
 // that issued it; hold pointer-shaped values in them so that building a
 // Permit does not allocate.
@@ -79,9 +88,11 @@ const MaxGates = 6
 // A Pipeline is immutable and safe for concurrent use.
 type Pipeline struct {
 	gates    []Gate
+	timed    [MaxGates]TimedGate // gates[i] as a TimedGate, or nil
 	classify Classifier
 	clock    Clock
 	observe  bool // admits what a gate refuses (Observing)
+	mayWait  bool // a gate may make an attempt wait: read the time after the gates
 }
 
 // NewPipeline returns a pipeline of gates, outermost first; nil gates are
@@ -104,7 +115,21 @@ func NewPipeline(classify Classifier, clock Clock, gates ...Gate) (*Pipeline, er
 	if len(p.gates) > MaxGates {
 		return nil, &OptionError{Option: "gates", Value: len(p.gates), Problem: "at most " + strconv.Itoa(MaxGates)}
 	}
+	for i, g := range p.gates {
+		p.timed[i], _ = g.(TimedGate)
+	}
 	return p, nil
+}
+
+// Waiting returns a pipeline of the same gates whose gates may make an
+// attempt wait (a bulkhead with a maxWaitDuration, a rate limiter with a
+// timeoutDuration): [Pipeline.AdmitAt] reads the time again once they have
+// all admitted an attempt, so that waiting at a gate never counts in the
+// attempt's [Result.Duration].
+func (p *Pipeline) Waiting() *Pipeline {
+	q := *p
+	q.mayWait = true
+	return &q
 }
 
 // Len returns the number of gates.
@@ -140,7 +165,24 @@ type Admission struct {
 // Admit enters every gate in order. When a gate refuses, the gates already
 // entered are exited with the refusal as an [Ignored] result, and Admit
 // returns the refusal. a must not hold an attempt that has not ended.
-func (p *Pipeline) Admit(ctx context.Context, a *Admission) (err error) {
+func (p *Pipeline) Admit(ctx context.Context, a *Admission) error {
+	var now time.Time
+	if p.timed != [MaxGates]TimedGate{} {
+		now = p.clock.Now()
+	}
+	return p.admit(ctx, a, now, true)
+}
+
+// AdmitAt is Admit at now, a time the caller read from the pipeline's
+// clock: the gates that need the time ([TimedGate]) get it, and it is the
+// attempt's start, unless the pipeline is [Pipeline.Waiting] (Admit reads
+// the time again once the gates admitted the attempt; AdmitAt saves that
+// clock read when no gate makes attempts wait).
+func (p *Pipeline) AdmitAt(ctx context.Context, a *Admission, now time.Time) error {
+	return p.admit(ctx, a, now, p.mayWait)
+}
+
+func (p *Pipeline) admit(ctx context.Context, a *Admission, now time.Time, reread bool) (err error) {
 	a.p, a.n, a.exited = p, 0, 0
 	admitted := false
 	defer func() {
@@ -154,7 +196,14 @@ func (p *Pipeline) Admit(ctx context.Context, a *Admission) (err error) {
 	}()
 	for i, g := range p.gates {
 		a.in[i] = ctx
-		next, pm, gerr := g.Enter(ctx)
+		var next context.Context
+		var pm Permit
+		var gerr error
+		if t := p.timed[i]; t != nil {
+			next, pm, gerr = t.EnterAt(ctx, now)
+		} else {
+			next, pm, gerr = g.Enter(ctx)
+		}
 		if gerr != nil {
 			if !p.observe || !IsRejection(gerr) {
 				return gerr
@@ -167,10 +216,17 @@ func (p *Pipeline) Admit(ctx context.Context, a *Admission) (err error) {
 		a.permits[i], a.n, ctx = pm, i+1, next
 	}
 	a.ctx = ctx
-	a.start = p.clock.Now()
+	a.start = now
+	if reread {
+		a.start = p.clock.Now()
+	}
 	admitted = true
 	return nil
 }
+
+// Start returns when the admitted attempt started: once every gate had
+// admitted it.
+func (a *Admission) Start() time.Time { return a.start }
 
 // Context returns the context the admitted attempt runs with.
 func (a *Admission) Context() context.Context { return a.ctx }
@@ -183,7 +239,14 @@ func (a *Admission) Done(err error) error {
 	if a.n == 0 {
 		return err
 	}
-	end := a.p.clock.Now()
+	return a.DoneAt(err, a.p.clock.Now())
+}
+
+// DoneAt is Done at end, a time the caller read from the pipeline's clock.
+func (a *Admission) DoneAt(err error, end time.Time) error {
+	if a.n == 0 {
+		return err
+	}
 	return a.exit(Result{Err: err, Outcome: a.p.classify(err), Duration: end.Sub(a.start), End: end})
 }
 

@@ -88,14 +88,23 @@ func (r *Retry) Execute(ctx context.Context, fn func(context.Context) error) err
 type Attempts struct {
 	r             *Retry
 	ctx           context.Context
-	n             int // attempts made
-	sincePushback int // retries since the last pushback: the backoff exponent
+	deadline      time.Time // the call's own, when its context does not carry it
+	n             int       // attempts made
+	sincePushback int       // retries since the last pushback: the backoff exponent
 	lastErr       error
 	over          bool
 }
 
 // Begin starts a logical call.
 func (r *Retry) Begin(ctx context.Context) Attempts { return Attempts{r: r, ctx: ctx} }
+
+// BeginWithDeadline starts a logical call that must end by deadline,
+// although ctx does not carry it (a caller that applies an overall timeout
+// to each attempt's context instead of the call's): no backoff that would
+// not end before it is slept, as for a deadline of ctx.
+func (r *Retry) BeginWithDeadline(ctx context.Context, deadline time.Time) Attempts {
+	return Attempts{r: r, ctx: ctx, deadline: deadline}
+}
 
 // Attempt returns the number of attempts reported so far.
 func (a *Attempts) Attempt() int { return a.n }
@@ -120,7 +129,7 @@ func (a *Attempts) Next(err error) (time.Duration, bool) {
 		a.finish(nil, ReasonNone)
 		return 0, false
 	}
-	reason, wait := r.next(a.ctx, a.n, err, &a.sincePushback)
+	reason, wait := r.next(a.ctx, a.deadline, a.n, err, &a.sincePushback)
 	if reason != ReasonNone {
 		a.finish(err, reason)
 		return 0, false
@@ -225,7 +234,7 @@ type pushback struct {
 
 // next decides whether to retry after attempt failed with err: it returns
 // the reason to stop, or ReasonNone and the wait before the next attempt.
-func (r *Retry) next(ctx context.Context, attempt int, err error, sincePushback *int) (Reason, time.Duration) {
+func (r *Retry) next(ctx context.Context, deadline time.Time, attempt int, err error, sincePushback *int) (Reason, time.Duration) {
 	c := &r.cfg
 	reason, pb := r.verdict(ctx, err)
 	if reason != ReasonNone {
@@ -247,7 +256,10 @@ func (r *Retry) next(ctx context.Context, attempt int, err error, sincePushback 
 	}
 	// Deadlines are real time (a synctest bubble's in tests), whatever clock
 	// the backoff waits on.
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+	if dl, ok := ctx.Deadline(); ok && (deadline.IsZero() || dl.Before(deadline)) {
+		deadline = dl
+	}
+	if !deadline.IsZero() && time.Until(deadline) <= wait {
 		return ReasonDeadline, 0
 	}
 	return ReasonNone, wait

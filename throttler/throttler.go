@@ -263,7 +263,13 @@ func (t *Throttler) Counts() (requests, accepts int64) {
 // nothing yet: its Exit counts it, with its verdict. The permit it returns
 // is for Exit.
 func (t *Throttler) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
-	if t.admit() {
+	return t.EnterAt(ctx, t.clock.Now())
+}
+
+// EnterAt is Enter at now, a time read from the throttler's clock, for a
+// pipeline that reads the time once for every gate (resilience.TimedGate).
+func (t *Throttler) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
+	if t.admit(now) {
 		if t.rec != nil {
 			t.rec.Record(ctx, resilience.Event{Type: resilience.EventAcquired})
 		}
@@ -277,10 +283,10 @@ func (t *Throttler) Enter(ctx context.Context) (context.Context, resilience.Perm
 
 // admit draws whether the next request goes; a rejected one is counted at
 // once.
-func (t *Throttler) admit() bool {
+func (t *Throttler) admit(now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.epoch(t.clock.Now())
+	e := t.epoch(now)
 	if p := t.rate(t.totals(e)); p > 0 && t.random() < p {
 		if b := t.bucket(e); b != nil {
 			b.requests++

@@ -12,52 +12,69 @@ import (
 )
 
 // Call is one logical call in progress, in the order of order.go: its
-// overall timeout, its attempt policy's state (retry, or budget counting
-// only), and the pipeline its attempts go through. [Method.Run] drives a
-// unary call with it; a stream drives it step by step: [Method.Begin], then
-// for each attempt [Call.Admit] and, on its failure, [Call.Next] and
-// [Call.Wait]; [Call.Done] when the call can no longer be retried; and
-// [Call.End], once, with the error the call ends with.
+// deadlines (the overall and per-attempt timeouts, applied with one derived
+// context per attempt at most), its attempt policy's state (retry, or
+// budget counting only), and the pipeline its attempts go through.
+// [Method.Run] drives a unary call with it; a stream drives it step by
+// step: [Method.Begin], then for each attempt [Call.Admit] and
+// [Call.Finish], and, on a failure, [Call.Next] and [Call.Wait];
+// [Call.Done] when the call can no longer be retried; and [Call.End],
+// once, with the error the call ends with.
 //
-// A Call is used by one goroutine at a time (a stream holds its lock).
+// The clock is read once when the call begins (its first attempt's start)
+// and once when each attempt ends; a later attempt reads it when it
+// starts. Every stage takes these times: none reads its own.
+//
+// A Call is used by one goroutine at a time (a stream holds its lock); a
+// hedged call's copies each admit and finish their own attempt.
 type Call struct {
-	m       *Method
-	caller  context.Context // the caller's context
-	ctx     context.Context // bounded by the overall timeout
-	overall *timeout.Timeout
-	permit  resilience.Permit // the overall timeout's
-	p       *resilience.Pipeline
-	att     retry.Attempts
-	hasAtt  bool
-	start   time.Time
+	m         *Method
+	caller    context.Context // the caller's context (marked in observe mode)
+	ctx       context.Context // the caller's, or bounded by the overall deadline (see Begin)
+	cancel    context.CancelFunc
+	deadlines timeout.Call
+	p         *resilience.Pipeline
+	att       retry.Attempts
+	hasAtt    bool
+	start     time.Time // when the call began: its first attempt's start
+	last      time.Time // when its last attempt ended (sequential calls)
 }
 
 // Begin starts a call: a stream's when stream is set (its per-attempt and
 // overall timeouts are its method level's own), else a unary call's. The
 // overall deadline is set now, so it bounds everything the call does: local
-// queues, attempts and backoffs.
+// queues, attempts and backoffs. The call's context carries it only when a
+// gate may make attempts wait (a queue must end at it); otherwise each
+// attempt's context carries the earliest deadline that applies to it, and
+// the retry policy knows the call's.
 func (m *Method) Begin(ctx context.Context, stream bool) Call {
 	if m.observe {
 		ctx = resilience.Observe(ctx)
 	}
-	c := Call{m: m, caller: ctx, ctx: ctx, overall: m.overall, p: m.unary}
+	c := Call{m: m, caller: ctx, ctx: ctx, p: m.unary}
+	plan := m.unaryDeadlines
 	if stream {
-		c.overall, c.p = m.sOverall, m.stream
+		c.p, plan = m.stream, m.streamDeadlines
 	}
-	if c.overall != nil || m.call != nil {
-		c.start = time.Now()
-	}
-	if c.overall != nil {
-		c.ctx, c.permit, _ = c.overall.Enter(ctx) // a timeout never refuses
+	c.start = m.e.now()
+	c.deadlines = plan.Begin(ctx, m.e.real(c.start))
+	dl, bounded := c.deadlines.Deadline()
+	if bounded && m.waits && !m.observe {
+		c.ctx, c.cancel = context.WithDeadline(ctx, dl)
 	}
 	if m.attempts != nil {
-		c.att, c.hasAtt = m.attempts.Begin(c.ctx), true
+		c.hasAtt = true
+		if bounded {
+			c.att = m.attempts.BeginWithDeadline(c.ctx, dl)
+		} else {
+			c.att = m.attempts.Begin(c.ctx)
+		}
 	}
 	return c
 }
 
 // Context returns the call's context: the caller's, bounded by the overall
-// timeout.
+// deadline when a gate may make attempts wait.
 func (c *Call) Context() context.Context { return c.ctx }
 
 // Attempts returns the number of attempts reported to [Call.Next] so far.
@@ -70,18 +87,47 @@ func (c *Call) Attempts() int {
 
 // Admit admits attempt n (from 1) through the gates, with ctx (the call's
 // context, or a hedged copy's), and returns the context the attempt runs
-// with, marked as following n-1 attempts. On a refusal a holds nothing;
-// otherwise end the attempt with a.Done, and defer a.Abort so that a panic
-// gives every permit back.
-func (c *Call) Admit(ctx context.Context, a *resilience.Admission, n int) (context.Context, error) {
-	if err := c.p.Admit(ctx, a); err != nil {
-		return ctx, err
+// with — marked as following n-1 attempts, and carrying the attempt's
+// deadline — and that deadline, for [Call.Finish]. On a refusal a holds
+// nothing; otherwise end the attempt with Finish, and defer a.Abort so that
+// a panic gives every permit back.
+func (c *Call) Admit(ctx context.Context, a *resilience.Admission, n int) (context.Context, timeout.AttemptDeadline, error) {
+	now := c.start
+	if n > 1 {
+		now = c.m.e.now()
+	}
+	if err := c.p.AdmitAt(ctx, a, now); err != nil {
+		return ctx, timeout.AttemptDeadline{}, err
 	}
 	actx := a.Context()
 	if n > 1 {
 		actx = c.m.e.t.Mark(actx, n-1)
 	}
-	return actx, nil
+	actx, d := c.deadlines.Attempt(actx, c.m.e.real(a.Start()))
+	return actx, d, nil
+}
+
+// Finish ends an attempt that [Call.Admit] admitted, with its error: its
+// deadline first (a timeout marks the errors it caused), then its gates.
+// It returns the error as they passed it on.
+func (c *Call) Finish(a *resilience.Admission, d *timeout.AttemptDeadline, err error) error {
+	end := c.m.e.now()
+	c.last = end
+	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
+}
+
+// FinishCopy is [Call.Finish] for one of a hedged call's concurrent copies.
+func (c *Call) FinishCopy(a *resilience.Admission, d *timeout.AttemptDeadline, err error) error {
+	end := c.m.e.now()
+	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
+}
+
+// Abort ends an admitted attempt that panicked: its deadline's context is
+// released and every permit given back. After Finish it does nothing but
+// for the deadline, which is released once.
+func (c *Call) Abort(a *resilience.Admission, d *timeout.AttemptDeadline) {
+	d.Release()
+	a.Abort()
 }
 
 // Next reports a failed attempt's result to the attempt policy: true and
@@ -113,12 +159,17 @@ func (c *Call) Done(err error) {
 // the error is returned as the caller sees it. Call it once.
 func (c *Call) End(err error) error {
 	err = WithoutPushback(err)
-	if c.overall != nil {
-		err = c.overall.Exit(c.caller, c.permit, resilience.Result{Err: err, Duration: time.Since(c.start)})
+	end := c.last
+	if end.IsZero() { // no attempt ended: refused, or hedged
+		end = c.m.e.now()
+	}
+	err = c.deadlines.End(c.caller, err, c.m.e.real(end))
+	if c.cancel != nil {
+		c.cancel()
 	}
 	err = c.m.e.t.Final(err)
 	if c.m.call != nil {
-		c.m.call.Record(c.caller, resilience.Event{Type: resilience.EventCall, Duration: time.Since(c.start), Err: err,
+		c.m.call.Record(c.caller, resilience.Event{Type: resilience.EventCall, Duration: end.Sub(c.start), Err: err,
 			Outcome: c.m.classes.outcome(err), ErrorType: c.m.classes.errorType(err)})
 	}
 	return err
@@ -139,10 +190,17 @@ func (m *Method) Run(ctx context.Context, a Attempt) (int, error) {
 }
 
 // runHedged is Run for a method that hedges: its copies run concurrently,
-// so its Call lives on the heap (Run's stays on the stack).
+// so its Call lives on the heap (Run's stays on the stack). The hedge runs
+// under the overall deadline, so that it sends no copy past it.
 func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 	c := m.Begin(ctx, false)
-	n, err := m.hedge.Run(c.ctx, func(ctx context.Context, n int) error { return c.attempt(ctx, a, n) })
+	hctx := c.ctx
+	if dl, ok := c.deadlines.Deadline(); ok && c.cancel == nil && !m.observe {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithDeadline(hctx, dl)
+		defer cancel()
+	}
+	n, err := m.hedge.Run(hctx, func(ctx context.Context, n int) error { return c.hedgedCopy(ctx, a, n) })
 	return n, c.End(err)
 }
 
@@ -176,12 +234,25 @@ func (c *Call) retried(a Attempt) (int, error) {
 // attempt is attempt n through the gates.
 func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
 	var adm resilience.Admission
-	actx, err := c.Admit(ctx, &adm, n)
+	actx, d, err := c.Admit(ctx, &adm, n)
 	if err != nil {
 		return err
 	}
-	defer adm.Abort() // a panicking attempt gives its permits back
-	return adm.Done(a.Attempt(actx, n))
+	defer c.Abort(&adm, &d) // a panicking attempt gives its permits back
+	return c.Finish(&adm, &d, a.Attempt(actx, n))
+}
+
+// hedgedCopy is copy n of a hedged call: an attempt like any, but copies
+// run at once, so each reads its own times and none records the call's
+// last end.
+func (c *Call) hedgedCopy(ctx context.Context, a Attempt, n int) error {
+	var adm resilience.Admission
+	actx, d, err := c.Admit(ctx, &adm, n)
+	if err != nil {
+		return err
+	}
+	defer c.Abort(&adm, &d)
+	return c.FinishCopy(&adm, &d, a.Attempt(actx, n))
 }
 
 // Hedge runs the copies of a hedged call (a stream's) under ctx (the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -44,6 +45,9 @@ type Options struct {
 type Engine struct {
 	t    Transport
 	opts Options
+	// realTime: opts.Clock is the system clock, whose readings serve for
+	// context deadlines too; a custom clock's do not (see real).
+	realTime bool
 	// cluster (under mu), bind and ownRedis: see startCluster.
 	cluster  *cluster.Cluster
 	bind     *clusterBinding // set by New when the cluster waits for its target
@@ -76,7 +80,7 @@ func New(cfg *config.Config, t Transport, opts Options) (*Engine, error) {
 	if opts.MaxKeys < 1 {
 		return nil, fmt.Errorf("must be at least 1, got %d", opts.MaxKeys)
 	}
-	e := &Engine{t: t, opts: opts}
+	e := &Engine{t: t, opts: opts, realTime: realTime(opts.Clock)}
 	st, err := e.newState(cfg, nil)
 	if err != nil {
 		return nil, err
@@ -118,6 +122,28 @@ func (e *Engine) newState(cfg *config.Config, old *state) (*state, error) {
 		}
 	}
 	return st, nil
+}
+
+// realTime reports whether clk's readings are real time: the system clock,
+// or a clock that says so (a wrapper that counts its reads, in a test).
+func realTime(clk resilience.Clock) bool {
+	if r, ok := clk.(interface{ RealTime() bool }); ok {
+		return r.RealTime()
+	}
+	return clk == resilience.SystemClock()
+}
+
+// now reads the engine's clock.
+func (e *Engine) now() time.Time { return e.opts.Clock.Now() }
+
+// real returns t, a reading of the engine's clock, as real time for a
+// context deadline: t itself with the system clock, else a reading of
+// package time (a test's custom clock).
+func (e *Engine) real(t time.Time) time.Time {
+	if e.realTime {
+		return t
+	}
+	return time.Now()
 }
 
 // Config returns the configuration in force.

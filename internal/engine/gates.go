@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/resilience"
@@ -24,6 +25,19 @@ type wiredRefusal struct{ err, wire error }
 
 func (w *wired) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
 	ctx, p, err := w.g.Enter(ctx)
+	if err != nil {
+		return ctx, p, w.wire(err)
+	}
+	return ctx, p, nil
+}
+
+// EnterAt gives now to a gate that needs the time (resilience.TimedGate).
+func (w *wired) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
+	t, ok := w.g.(resilience.TimedGate)
+	if !ok {
+		return w.Enter(ctx)
+	}
+	ctx, p, err := t.EnterAt(ctx, now)
 	if err != nil {
 		return ctx, p, w.wire(err)
 	}
@@ -70,11 +84,16 @@ func wire(g resilience.Gate, t Transport) resilience.Gate {
 // a backend the probes just showed healthy.
 type throttleGate struct {
 	t          *throttler.Throttler
+	clock      resilience.Clock
 	breaker    *circuitbreaker.Breaker // nil when the key has none
 	stoodAside atomic.Bool
 }
 
 func (g *throttleGate) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	return g.EnterAt(ctx, g.clock.Now())
+}
+
+func (g *throttleGate) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
 	if g.breaker != nil {
 		if s := g.breaker.State(); s == circuitbreaker.StateOpen || s == circuitbreaker.StateHalfOpen || s == circuitbreaker.StateForcedOpen {
 			g.stoodAside.Store(true)
@@ -84,7 +103,7 @@ func (g *throttleGate) Enter(ctx context.Context) (context.Context, resilience.P
 			g.t.Reset()
 		}
 	}
-	return g.t.Enter(ctx)
+	return g.t.EnterAt(ctx, now)
 }
 
 func (g *throttleGate) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {

@@ -22,9 +22,14 @@ type Method struct {
 	// Settings is what the configuration resolved the key to.
 	Settings config.Method
 
-	classes  classes
-	overall  *timeout.Timeout // unary calls'
-	sOverall *timeout.Timeout // streams'
+	classes classes
+	// The timeouts of unary calls and of streams (a stream takes only its
+	// method level's own), applied with one context per attempt.
+	unaryDeadlines, streamDeadlines timeout.Plan
+	// waits: a gate may make an attempt wait (a bulkhead's maxWaitDuration,
+	// a rate limiter's timeoutDuration), so the call's context carries the
+	// overall deadline.
+	waits bool
 	// attempts is the method's attempt policy: its retry, or, for a method
 	// that neither retries nor hedges, a one-attempt policy that moves the
 	// client's retry throttle (gRFC A6 counts every RPC). Nil when neither.
@@ -33,8 +38,7 @@ type Method struct {
 	retryable matcher
 	hedge     *retry.Hedge // in retry's place when the method hedges
 	nonFatal  matcher
-	// The attempt pipelines: unary calls and streams differ only in their
-	// per-attempt timeout (a stream takes only its method's own).
+	// The attempt pipelines (order.go); a stream's is a unary call's.
 	unary, stream *resilience.Pipeline
 	breaker       *circuitbreaker.Breaker
 	bulkhead      *bulkhead.Bulkhead
@@ -123,9 +127,10 @@ func (e *Engine) build(st *state, group, name string) *Method {
 			m.bulkhead, g.bulkhead = be.b, be.gate
 		}
 	}
+	m.waits = s.Bulkhead != nil && s.Bulkhead.MaxWaitDuration > 0 || s.RateLimiter != nil && s.RateLimiter.TimeoutDuration > 0
+	m.unary = m.pipeline(g)
+	m.stream = m.unary
 	if o.ServerSide {
-		m.unary = m.pipeline(g, nil)
-		m.stream = m.unary
 		return m
 	}
 	m.retryable = matcher{t: e.t, codes: newCodeSet(s.RetryableCodes)}
@@ -148,19 +153,20 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		rc.MaxAttempts = 1
 		m.attempts = e.newRetry(st, m, rc, nil)
 	}
-	m.overall = m.newTimeout(s.Overall, timeout.Overall)
-	m.sOverall = m.newTimeout(s.StreamOverall, timeout.Overall)
-	m.unary = m.pipeline(g, m.newTimeout(s.PerAttempt, timeout.Attempt))
-	m.stream = m.pipeline(g, m.newTimeout(s.StreamPerAttempt, timeout.Attempt))
+	m.unaryDeadlines = timeout.Plan{Attempt: m.newTimeout(s.PerAttempt, timeout.Attempt), Overall: m.newTimeout(s.Overall, timeout.Overall)}
+	m.streamDeadlines = timeout.Plan{Attempt: m.newTimeout(s.StreamPerAttempt, timeout.Attempt), Overall: m.newTimeout(s.StreamOverall, timeout.Overall)}
 	return m
 }
 
 // pipeline returns the method's attempt pipeline (order.go), in observe
 // mode when the method observes.
-func (m *Method) pipeline(g gates, perAttempt *timeout.Timeout) *resilience.Pipeline {
-	p := g.pipeline(&m.classes, m.e.opts.Clock, perAttempt)
+func (m *Method) pipeline(g gates) *resilience.Pipeline {
+	p := g.pipeline(&m.classes, m.e.opts.Clock)
 	if m.observe {
 		p = p.Observing()
+	}
+	if m.waits {
+		p = p.Waiting()
 	}
 	return p
 }
@@ -303,7 +309,7 @@ func (e *Engine) throttlerOf(st *state, key string, cfg throttler.Config, b *cir
 	if err != nil {
 		return nil // cannot happen: the configuration was validated
 	}
-	te := &throttlerEntry{cfg: cfg, breaker: b, gate: wire(&throttleGate{t: t, breaker: b}, e.t)}
+	te := &throttlerEntry{cfg: cfg, breaker: b, gate: wire(&throttleGate{t: t, clock: e.opts.Clock, breaker: b}, e.t)}
 	st.throttlers[key] = te
 	return te
 }

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"github.com/meshless/meshless/resilience"
-	"github.com/meshless/meshless/timeout"
-)
+import "github.com/meshless/meshless/resilience"
 
 // This file is the one place where meshless's order is written, for every
 // kind of call and every transport:
@@ -11,9 +8,10 @@ import (
 //	overall timeout → retry (or hedging, or retry-budget counting) → circuit breaker → rate limiter → adaptive throttler → bulkhead → per-attempt timeout → the attempt
 //
 // gates.pipeline builds an attempt's gates, outer to inner; Call (call.go)
-// puts the overall timeout and the attempt policy around them, for unary
-// calls, streams and hedged calls alike; a server runs the pipeline alone.
-// A policy joins the order here, once.
+// puts the overall timeout and the attempt policy around them, and the
+// per-attempt timeout inside them (both applied with one context per
+// attempt: timeout.Plan), for unary calls, streams and hedged calls alike;
+// a server runs the pipeline alone. A policy joins the order here, once.
 
 // gates are one method's attempt gates, nil when off.
 type gates struct {
@@ -21,7 +19,8 @@ type gates struct {
 }
 
 // pipeline returns the gates of one attempt in order: circuit breaker →
-// rate limiter → adaptive throttler → bulkhead → per-attempt timeout.
+// rate limiter → adaptive throttler → bulkhead; the per-attempt timeout
+// comes next, innermost (Call.Admit, Call.Finish).
 //
 //   - The rate limiter is inside the breaker, so an open breaker spends no
 //     quota, and outside the throttler and the bulkhead, so a call refused by
@@ -37,16 +36,7 @@ type gates struct {
 //
 // Every permit they hand out is given back by the pipeline on every path,
 // panics included.
-func (g gates) pipeline(c *classes, clock resilience.Clock, perAttempt *timeout.Timeout) *resilience.Pipeline {
-	var gs []resilience.Gate
-	for _, gate := range []resilience.Gate{g.breaker, g.limiter, g.throttler, g.bulkhead} {
-		if gate != nil {
-			gs = append(gs, gate)
-		}
-	}
-	if perAttempt != nil {
-		gs = append(gs, perAttempt)
-	}
-	p, _ := resilience.NewPipeline(c.outcome, clock, gs...) // at most 5 gates
+func (g gates) pipeline(c *classes, clock resilience.Clock) *resilience.Pipeline {
+	p, _ := resilience.NewPipeline(c.outcome, clock, g.breaker, g.limiter, g.throttler, g.bulkhead) // nil gates are skipped
 	return p
 }
