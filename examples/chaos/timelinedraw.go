@@ -53,7 +53,7 @@ type legendItem struct {
 
 // The picture's measures, in points but the width.
 const (
-	pictureW    = 10 * vg.Inch
+	pictureW    = 9 * vg.Inch
 	margin      = vg.Length(10)
 	sectionGap  = vg.Length(18)
 	stripH      = vg.Length(15)
