@@ -120,7 +120,7 @@ func (c *client) call(ctx context.Context, p int, req *testgrpc.SimpleRequest) {
 	_, err := c.stub.UnaryCall(ctx, req)
 	d := time.Since(start)
 	c.st.record(p, d, int(sent.Load()), err)
-	c.series.add(start, d, err == nil || status.Code(err) == codes.NotFound)
+	c.series.add(start, d, int(sent.Load()), err == nil || status.Code(err) == codes.NotFound)
 }
 
 // tally counts calls. Calls = OK + NotFound + Failed + Open + Throttled +

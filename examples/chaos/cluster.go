@@ -60,7 +60,7 @@ type clusterConfig struct {
 	Cluster    cluster.Listener // hears the pods' clusters too (the metrics); nil for none
 	Quiet      bool
 	Net        podNetwork // where the dependency listens; nil: loopback TCP
-	Timeline   *timeline  // nil: none
+	Timeline   *track     // nil: none
 	// inProcess serves the embedded miniredis on in-memory pipes rather than
 	// loopback TCP: what the tests do, inside a synctest bubble.
 	inProcess bool
@@ -187,7 +187,7 @@ type clusterPod struct {
 	conn  *grpc.ClientConn
 	stub  testgrpc.TestServiceClient
 	// timeline counts the calls that reached the dependency; nil: none
-	timeline *timeline
+	timeline *track
 	// outcomes counts the pod's calls by outcome; firstRejected dates its
 	// first CIRCUIT_OPEN rejection.
 	outcomes      [nOutcomes]atomic.Int64
@@ -208,7 +208,7 @@ func (p *clusterPod) call(ctx context.Context, start time.Time, run int) {
 		p.firstRejected.CompareAndSwap(0, int64(time.Since(start))+1)
 	case status.Code(err) == codes.Unavailable:
 		p.outcomes[outReached].Add(1)
-		p.timeline.count(clusterRuns[run], t0)
+		p.timeline.tally(clusterRuns[run], t0.Sub(start))
 	default:
 		p.outcomes[outOther].Add(1)
 	}

@@ -46,10 +46,15 @@
 // dependency from each pod in each run, the calls rejected at once, and when
 // each pod's breaker opened, by itself or by another pod's open.
 //
-// At the end the program draws the run as a timeline, an SVG written to
-// the system's temporary directory (-svg moves it, -svg "" turns it off):
-// per second, each client's success rate and p99, the phases shaded, the
-// breaker's transitions, the ejections and the cluster's opens marked.
+// At the end the program draws the run, an SVG written to
+// chaos-timeline.svg in the working directory (-svg moves it, -svg "" turns
+// it off), and prints its path: a section per scenario, on that scenario's
+// own clock. Backend: per second, each client's calls answered, their p99,
+// the requests that reached its backend per call, and meshless's breaker as
+// a strip (closed, open, a mark for each half-open probe). Pods: the calls
+// answered and their p99, and which pods meshless's balancer had ejected.
+// Cluster: the requests that reached the dead dependency, in total, alone
+// and in cluster mode, and each pod's breaker in each run.
 //
 // The meshless clients' metrics (package otelmw, through the OpenTelemetry
 // Prometheus exporter; the cluster pods' syncs and remote opens through an

@@ -35,7 +35,7 @@ type config struct {
 	Observer   resilience.Observer
 	Quiet      bool       // print the summary only
 	Listen     listenFunc // where the backends listen; nil: loopback TCP
-	Timeline   *timeline  // records each call per second; nil: none
+	Timeline   *track     // records each call on the picture; nil: none
 }
 
 func defaultConfig() (config, error) {
@@ -157,7 +157,8 @@ func main() {
 			"-work, -workers) set the backend scenario; -rate sets the backend and pods scenarios (the cluster scenario's\n"+
 			"pods call at 3, 1 and 1 calls a second); -phase and -quiet set every scenario.\n\n"+
 			"It prints the breakers' transitions and a status line per second (not with -quiet), then per scenario a\n"+
-			"summary that compares the clients phase by phase (docs/demo.md reads it), and serves the meshless\n"+
+			"summary that compares the clients phase by phase (docs/demo.md reads it), draws the run in an SVG\n"+
+			"(-svg, chaos-timeline.svg in the working directory by default) and serves the meshless\n"+
 			"clients' metrics on -metrics while it runs. With the default phases it runs about 40 s (backend\n"+
 			"15 s, pods 14 s, cluster 10 s: 40.3 s measured); -phase 1s makes it about 11 s. Flags:\n\n")
 		flag.PrintDefaults()
@@ -235,6 +236,7 @@ func run(ctx context.Context, cfg config, w io.Writer) (summary, error) {
 		return summary{}, err
 	}
 	start := time.Now()
+	cfg.Timeline.begin(start)
 	events := make(chan transition, 64)
 	clients, err := newClients(cfg, resilience.Observers(cfg.Observer, transitionsTo(events, start)))
 	if err != nil {

@@ -67,7 +67,7 @@ type podsConfig struct {
 	Observer   resilience.Observer
 	Quiet      bool
 	Net        podNetwork // nil: loopback TCP
-	Timeline   *timeline  // nil: none
+	Timeline   *track     // nil: none
 }
 
 func defaultPodsConfig() (podsConfig, error) {
@@ -253,7 +253,7 @@ func (c *podClient) call(ctx context.Context, start time.Time, ph int, req *test
 	if idx >= c.pods {
 		idx = -1
 	}
-	c.series.add(t0, lat, ok)
+	c.series.add(t0, lat, 1, ok)
 	c.mu.Lock()
 	c.calls = append(c.calls, podCall{At: t0.Sub(start), Phase: ph, Pod: idx, Lat: lat, OK: ok})
 	c.inflight--
@@ -310,6 +310,7 @@ func runPods(ctx context.Context, cfg podsConfig, w io.Writer) (podsSummary, err
 	}
 	sched := cfg.schedule()
 	start := time.Now()
+	cfg.Timeline.begin(start)
 
 	var pods []*pod
 	defer func() {

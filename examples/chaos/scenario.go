@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,8 +30,9 @@ type scenarioOptions struct {
 	Cluster  clusterConfig
 }
 
-// defaultSVG is where the timeline goes unless -svg says otherwise.
-func defaultSVG() string { return filepath.Join(os.TempDir(), "meshless-chaos-timeline.svg") }
+// defaultSVG is where the timeline goes unless -svg says otherwise: the
+// working directory.
+const defaultSVG = "chaos-timeline.svg"
 
 // addScenarioFlags defines -scenario, -svg and the pods scenario's phases on
 // fs, and returns the options they set and the names of the phase flags.
@@ -43,7 +43,7 @@ func addScenarioFlags(fs *flag.FlagSet, pods podsConfig, cl clusterConfig) (*sce
 		names = append(names, s.Name)
 	}
 	fs.StringVar(&o.Scenario, "scenario", "all", "the scenarios to run, separated by commas, or all of them in order: "+strings.Join(names, ", "))
-	fs.StringVar(&o.SVG, "svg", defaultSVG(), `write the run's timeline (success rate and p99 per second) to this SVG file ("" for none)`)
+	fs.StringVar(&o.SVG, "svg", defaultSVG, `write the run's timeline, a picture of each scenario per second, to this SVG file ("" for none)`)
 	var flags []string
 	for i := range o.Pods.Phases {
 		p := &o.Pods.Phases[i]
@@ -87,6 +87,43 @@ func parseScenarios(s string) ([]string, error) {
 	return out, nil
 }
 
+// backendAbout says what happens in each phase of the backend scenario,
+// for the picture.
+func backendAbout(cfg config) []string {
+	var out []string
+	for _, p := range cfg.Schedule {
+		about := ""
+		switch p.Behaviour {
+		case overloaded:
+			about = fmt.Sprintf("%s: %g× capacity", p.Name, cfg.Load)
+		case failing:
+			about = p.Name + ": UNAVAILABLE"
+		case hanging:
+			about = p.Name + ": no answer"
+		}
+		out = append(out, about)
+	}
+	return out
+}
+
+// podsAbout says which pod is bad in each phase of the pods scenario, for
+// the picture.
+func podsAbout(cfg podsConfig) []string {
+	var out []string
+	for _, p := range cfg.Phases {
+		about := ""
+		switch {
+		case p.Bad < 0:
+		case p.Mode == podFailing:
+			about = fmt.Sprintf("%s: pod-%d answers UNAVAILABLE", p.Name, p.Bad+1)
+		case p.Mode == podSlow:
+			about = fmt.Sprintf("%s: pod-%d takes %v a call", p.Name, p.Bad+1, cfg.Slow)
+		}
+		out = append(out, about)
+	}
+	return out
+}
+
 // results are what the scenarios that ran found.
 type results struct {
 	Backend  *summary
@@ -125,10 +162,9 @@ func runScenarios(ctx context.Context, cfg config, o scenarioOptions, w io.Write
 	}
 	var tl *timeline
 	if o.SVG != "" {
-		tl = newTimeline(time.Now())
+		tl = newTimeline()
 		res.Timeline = tl
 	}
-	cfg.Timeline, pods.Timeline, cl.Timeline = tl, tl, tl
 	for i, n := range names {
 		if ctx.Err() != nil {
 			break
@@ -136,54 +172,57 @@ func runScenarios(ctx context.Context, cfg config, o scenarioOptions, w io.Write
 		if len(names) > 1 {
 			fmt.Fprintf(w, "\n══ scenario %d/%d, %s: %s\n\n", i+1, len(names), n, scenarios[slices.IndexFunc(scenarios, func(s struct{ Name, About string }) bool { return s.Name == n })].About)
 		}
-		var offset time.Duration
-		if tl != nil {
-			offset = tl.since(time.Now())
-		}
 		switch n {
 		case "backend":
+			k := tl.track(n, cfg.Schedule.total())
+			cfg.Timeline = k
 			sum, err := run(ctx, cfg, w)
 			if err != nil {
 				return res, err
 			}
 			res.Backend = &sum
-			if tl != nil {
-				tl.phases(n, offset, sum.Schedule)
-				tl.transitions(offset, sum.Transitions)
-			}
+			k.phases(sum.Schedule, backendAbout(cfg))
+			k.transitions(sum.Transitions)
 		case "pods":
+			k := tl.track(n, pods.schedule().total())
+			pods.Timeline = k
 			sum, err := runPods(ctx, pods, w)
 			if err != nil {
 				return res, err
 			}
 			res.Pods = &sum
-			if tl != nil {
-				tl.phases(n, offset, pods.schedule())
-				for _, e := range sum.Ejections {
-					kind := markEjected
-					if e.Returned {
-						kind = markReturned
-					}
-					tl.mark(offset+e.At, kind)
+			k.phases(pods.schedule(), podsAbout(pods))
+			for _, name := range sum.Pods {
+				k.state(name, stateIn)
+			}
+			for _, e := range sum.Ejections {
+				if e.Pod < 0 || e.Pod >= len(sum.Pods) {
+					continue
 				}
+				state := stateEjected
+				if e.Returned {
+					state = stateIn
+				}
+				k.change(sum.Pods[e.Pod], stateIn, e.At, state)
 			}
 		case "cluster":
+			k := tl.track(n, cl.Run)
+			cl.Timeline = k
 			sum, err := runCluster(ctx, cl, w)
 			if err != nil {
 				return res, err
 			}
 			res.Cluster = &sum
-			if tl != nil {
-				for _, r := range sum.Runs {
-					at := tl.since(r.Start)
-					tl.phases(n, at, schedule{{Name: r.Name, Behaviour: failing, Duration: cl.Run}})
-					for _, e := range r.Events {
-						kind := markOpen
-						if e.Remote {
-							kind = markRemote
-						}
-						tl.mark(at+e.At, kind)
+			for _, r := range sum.Runs {
+				for _, p := range r.Pods {
+					k.state(clusterRow(r.Name, p.Name), stateClosed)
+				}
+				for _, e := range r.Events {
+					state := stateOpen
+					if e.Remote {
+						state = stateRemote
 					}
+					k.change(clusterRow(r.Name, podName(e.Pod)), stateClosed, e.At, state)
 				}
 			}
 		}
@@ -193,7 +232,11 @@ func runScenarios(ctx context.Context, cfg config, o scenarioOptions, w io.Write
 			return res, err
 		}
 		res.SVG = o.SVG
-		fmt.Fprintf(w, "\ntimeline: %s\n", o.SVG)
+		where := o.SVG
+		if abs, err := filepath.Abs(o.SVG); err == nil {
+			where = abs
+		}
+		fmt.Fprintf(w, "\ntimeline: %s (open it in a browser)\n", where)
 	}
 	return res, nil
 }

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/xml"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,74 +16,70 @@ import (
 	"testing/synctest"
 	"time"
 
-	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
-// The three scenarios, one after the other, draw one timeline: an SVG that
-// parses as XML, with both clients' series, the phases of every scenario
-// and the marks of the breaker, of the ejections and of the remote opens.
-func TestTimelineOfEveryScenario(t *testing.T) {
-	cfg := shortConfig(t)
-	for i := range cfg.Schedule {
-		cfg.Schedule[i].Duration = 500 * time.Millisecond
-	}
-	cfg.Quiet = true
-	pods := shortPodsConfig(t)
-	pods.Phases[podsHealthy].Duration = 500 * time.Millisecond
-	pods.Phases[podsFailing].Duration = time.Second
-	pods.Phases[podsSlow].Duration = 500 * time.Millisecond
-	cl := shortClusterConfig(t)
-	cl.Run = 3 * time.Second
-	path := filepath.Join(t.TempDir(), "timeline.svg")
-	var res results
-	synctest.Test(t, func(t *testing.T) {
-		cfg.Listen = listenBufconn
-		pods.Net = new(bufconnPods)
-		var err error
-		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "all", SVG: path, Pods: pods, Cluster: cl}, io.Discard)
-		if err != nil {
-			t.Fatalf("runScenarios: %v", err)
+// pictureProblems draws secs on a recorder, with the widths of the SVG's
+// font and then with a fallback font's (fallbackWiden wider), and returns
+// the layout and what is wrong: a text past the canvas, two texts that
+// overlap, a text over a panel's data, a phase's name outside its band, data
+// areas whose edges differ.
+func pictureProblems(t *testing.T, secs []section) (layout, []string) {
+	t.Helper()
+	h := place(secs).h
+	var lay layout
+	var out []string
+	for _, widen := range []float64{1, fallbackWiden} {
+		rec := newRecorder(pictureW, h, widen)
+		lay = drawSections(draw.New(rec), secs)
+		if len(rec.texts) < 10 {
+			t.Fatalf("the recorder saw only %d texts: %v", len(rec.texts), rec.texts)
 		}
-	})
-	if t.Failed() {
-		t.FailNow()
-	}
-	if res.Backend == nil || res.Pods == nil || res.Cluster == nil || res.SVG != path {
-		t.Fatalf("results %+v: want the three scenarios and the SVG at %s", res, path)
-	}
-
-	// Per second of the run (4.5s of phases), each client has a point with
-	// calls in it.
-	for _, name := range []string{"bare", "meshless"} {
-		succ, p99 := res.Timeline.series(name).points()
-		if len(succ) < 5 || len(p99) != len(succ) {
-			t.Errorf("%s: %d success points and %d p99 points, want one per second, at least 5", name, len(succ), len(p99))
+		for _, p := range textProblems(rec.texts, pictureW, h) {
+			out = append(out, fmt.Sprintf("widened %g: %s", widen, p))
 		}
-		for _, p := range succ {
-			if p.Y < 0 || p.Y > 100 {
-				t.Errorf("%s: success %v%% at %vs", name, p.Y, p.X)
+		for _, s := range lay.sections {
+			for _, p := range s.panels {
+				for _, b := range rec.texts {
+					if overlaps(b.box, p.data, 0.5) {
+						out = append(out, fmt.Sprintf("widened %g: %v is over the data of %q", widen, b, p.caption))
+					}
+				}
+			}
+			for _, ph := range s.phases {
+				if ph.label == "" {
+					continue
+				}
+				i := slices.IndexFunc(rec.texts, func(b textBox) bool {
+					mid := vg.Point{X: (b.box.Min.X + b.box.Max.X) / 2, Y: (b.box.Min.Y + b.box.Max.Y) / 2}
+					return b.text == ph.label && mid.X > ph.band.Min.X && mid.X < ph.band.Max.X && mid.Y > ph.band.Min.Y && mid.Y < ph.band.Max.Y
+				})
+				switch {
+				case i < 0:
+					out = append(out, fmt.Sprintf("the phase %s's name %q is not drawn over its band", ph.phase, ph.label))
+				case !inside(rec.texts[i].box, ph.band, 0):
+					out = append(out, fmt.Sprintf("widened %g: %v runs out of its band %v", widen, rec.texts[i], ph.band))
+				}
 			}
 		}
 	}
-	// The bare client's success dips while the backend fails and while a
-	// pod fails: the picture has something to show.
-	succ, _ := res.Timeline.series("bare").points()
-	if i := slices.IndexFunc(succ, func(p plotter.XY) bool { return p.Y < 50 }); i < 0 {
-		t.Errorf("bare's success never went under 50%%: %v", succ)
-	}
-
-	// The third plot counts, per second, the requests that reached the
-	// cluster scenario's dead dependency in each run: all of them.
-	for i, r := range res.Cluster.Runs {
-		n := 0
-		for _, p := range res.Timeline.countPoints(r.Name) {
-			n += int(p.Y)
-		}
-		if n != r.Reached() || n == 0 {
-			t.Errorf("cluster run %d (%s): the timeline counts %d requests to the dead dependency, the run %d", i, r.Name, n, r.Reached())
+	var first *panelLayout
+	for _, s := range lay.sections {
+		for _, p := range s.panels {
+			if first == nil {
+				first = &p
+			} else if math.Abs(float64(p.data.Min.X-first.data.Min.X)) > 0.01 || math.Abs(float64(p.data.Max.X-first.data.Max.X)) > 0.01 {
+				out = append(out, fmt.Sprintf("the data of %q spans %v to %v, that of %q %v to %v", p.caption, p.data.Min.X, p.data.Max.X, first.caption, first.data.Min.X, first.data.Max.X))
+			}
 		}
 	}
+	return lay, out
+}
 
+// svgTexts parses the SVG at path and returns its texts.
+func svgTexts(t *testing.T, path string) []string {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -110,28 +110,302 @@ func TestTimelineOfEveryScenario(t *testing.T) {
 	if root != "svg" {
 		t.Errorf("the root element is %q, want svg", root)
 	}
+	return texts
+}
+
+// The three scenarios, one after the other, draw one picture: a section
+// each, with its panels, no text clipped or overlapping (with the SVG's
+// font and a wider fallback), and what meshless changed drawn in each.
+func TestTimelineOfEveryScenario(t *testing.T) {
+	cfg := shortConfig(t)
+	cfg.Quiet = true
+	pods := shortPodsConfig(t)
+	cl := shortClusterConfig(t)
+	cl.Run = 3 * time.Second
+	path := filepath.Join(t.TempDir(), "timeline.svg")
+	var res results
+	var out bytes.Buffer
+	synctest.Test(t, func(t *testing.T) {
+		cfg.Listen = listenBufconn
+		pods.Net = new(bufconnPods)
+		var err error
+		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "all", SVG: path, Pods: pods, Cluster: cl}, &out)
+		if err != nil {
+			t.Fatalf("runScenarios: %v", err)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	if res.Backend == nil || res.Pods == nil || res.Cluster == nil || res.SVG != path {
+		t.Fatalf("results %+v: want the three scenarios and the SVG at %s", res, path)
+	}
+	if !strings.Contains(out.String(), "timeline: "+path) {
+		t.Errorf("the output does not end with the picture's path %s:\n%s", path, out.String())
+	}
+
+	secs, err := res.Timeline.sections()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay, problems := pictureProblems(t, secs)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	var names []string
+	for _, s := range lay.sections {
+		names = append(names, fmt.Sprintf("%s:%d", s.scenario, len(s.panels)))
+	}
+	if want := []string{"backend:4", "pods:3", "cluster:2"}; !slices.Equal(names, want) {
+		t.Errorf("sections and their panels %v, want %v", names, want)
+	}
+
+	// Backend: the requests that reached each backend per call. bare sends
+	// every call; meshless, once its breaker is open, almost none while the
+	// backend fails and hangs.
+	k := res.Timeline.all()[0].snapshot()
+	sched := res.Backend.Schedule
+	for _, ph := range []int{phaseFailing, phaseHanging} {
+		from, to := sched.start(ph).Seconds(), (sched.start(ph) + sched[ph].Duration).Seconds()
+		last := func(name string) float64 { // the value of the phase's last bin
+			v := math.NaN()
+			for _, p := range k.series[name].points().perCall {
+				if p.X > from && p.X < to {
+					v = p.Y
+				}
+			}
+			return v
+		}
+		if b, m := last("bare"), last("meshless"); !(b >= 1) || !(m < 0.2) {
+			t.Errorf("%s: requests per call at the phase's end: bare %v (want 1 or more), meshless %v (want under 0.2)", sched[ph].Name, b, m)
+		}
+	}
+	// Its breaker's strip: open in the failing phase, each probe a change
+	// to half-open.
+	if len(k.rows) != 1 || !slices.ContainsFunc(k.rows[0].Changes, func(c change) bool { return c.State == stateHalfOpen }) {
+		t.Errorf("the backend's breaker rows %+v: want one, with half-opens", k.rows)
+	}
+
+	// Pods: one strip per pod; the failing pod ejected.
+	kp := res.Timeline.all()[1].snapshot()
+	if len(kp.rows) != 4 || !slices.ContainsFunc(kp.rows[0].Changes, func(c change) bool { return c.State == stateEjected }) {
+		t.Errorf("the pods' rows %+v: want four, the first ejected", kp.rows)
+	}
+
+	// Cluster: in each run, the requests that reached the dead dependency,
+	// in total, from 0 to the run's end and no further: all of them.
+	kc := res.Timeline.all()[2].snapshot()
+	for i, r := range res.Cluster.Runs {
+		xys := cumulative(kc.tallies[r.Name], kc.length.Seconds())
+		end := xys[len(xys)-1]
+		if int(end.Y) != r.Reached() || r.Reached() == 0 || end.X != cl.Run.Seconds() {
+			t.Errorf("cluster run %d (%s): the line ends at (%v, %v), want (%v, %d): every request that reached the dependency, at the run's end",
+				i, r.Name, end.X, end.Y, cl.Run.Seconds(), r.Reached())
+		}
+	}
+
+	texts := svgTexts(t, path)
 	for _, want := range []string{
-		"bare success", "meshless success", "bare p99", "meshless p99", // the series, in the legends
-		"breaker opens", "pod ejected", markRemote, // the marks
-		"backend: healthy", "hanging", "pods: healthy", "one-failing", "one-slow", "cluster: alone", "cluster", // the phases
-		"seconds since the start of the run",
-		"cluster scenario, alone: requests that reached it", "cluster scenario, cluster: requests that reached it",
+		"bare: a gRPC deadline, nothing else", "meshless: round_robin with outlier ejection (pods.yaml)", // the legends
+		"alone: each pod's breaker decides on its own calls",
+		"healthy", "overloaded: 2.5× capacity", "one-failing: pod-1 answers UNAVAILABLE", // the phases
+		"breaker", "pod-1", "alone A", "cluster C", // the strips
+		"seconds since the scenario's start",
 	} {
 		if !slices.Contains(texts, want) {
 			t.Errorf("the SVG has no text %q; it has %q", want, texts)
 		}
 	}
+	svg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(svg, []byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif;")) || bytes.Contains(svg, []byte("font-family:Liberation Sans;")) {
+		t.Error("the SVG does not name its font's fallbacks (Arial, Helvetica, sans-serif)")
+	}
+}
+
+// One scenario draws its own section and nothing else: no empty panels.
+func TestTimelineOfOneScenario(t *testing.T) {
+	cl := shortClusterConfig(t)
+	cl.Run = 2 * time.Second
+	cl.Quiet = true
+	path := filepath.Join(t.TempDir(), "cluster.svg")
+	var res results
+	synctest.Test(t, func(t *testing.T) {
+		cfg := shortConfig(t)
+		cfg.Quiet = true
+		var err error
+		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "cluster", SVG: path, Cluster: cl}, io.Discard)
+		if err != nil {
+			t.Fatalf("runScenarios: %v", err)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	secs, err := res.Timeline.sections()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay, problems := pictureProblems(t, secs)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if len(lay.sections) != 1 || lay.sections[0].scenario != "cluster" || len(lay.sections[0].panels) != 2 {
+		t.Fatalf("layout %+v: want the cluster's section alone, with its two panels", lay.sections)
+	}
+	if last := secs[0].panels[len(secs[0].panels)-1]; last.plot.X.Label.Text == "" {
+		t.Errorf("the last panel has no x label")
+	}
+	if texts := svgTexts(t, path); slices.Contains(texts, "calls answered (OK or NOT_FOUND), % of the calls started in each second") {
+		t.Errorf("the cluster's picture draws another scenario's panel: %q", texts)
+	}
+}
+
+// The picture's checks can fail: overlapping texts, a text past the canvas.
+func TestTextProblemsFindsOverlapsAndOverflow(t *testing.T) {
+	box := func(x0, y0, x1, y1 vg.Length) vg.Rectangle {
+		return vg.Rectangle{Min: vg.Point{X: x0, Y: y0}, Max: vg.Point{X: x1, Y: y1}}
+	}
+	for _, tc := range []struct {
+		name  string
+		texts []textBox
+		want  int
+	}{
+		{"apart", []textBox{{"a", box(0, 0, 10, 10)}, {"b", box(20, 0, 30, 10)}}, 0},
+		{"touching", []textBox{{"a", box(0, 0, 10, 10)}, {"b", box(10, 0, 20, 10)}}, 0},
+		{"overlapping", []textBox{{"a", box(0, 0, 10, 10)}, {"b", box(5, 5, 15, 15)}}, 1},
+		{"past the right edge", []textBox{{"a", box(95, 0, 105, 10)}}, 1},
+		{"past the top", []textBox{{"a", box(0, 95, 10, 105)}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := textProblems(tc.texts, 100, 100); len(got) != tc.want {
+				t.Errorf("textProblems = %q, want %d problems", got, tc.want)
+			}
+		})
+	}
+}
+
+// The recorder places a rotated text (a y axis's label) where a renderer
+// does: turned a quarter, it runs up from its start.
+func TestRecorderFollowsTransforms(t *testing.T) {
+	rec := newRecorder(200, 200, 1)
+	dc := draw.New(rec)
+	sty := textStyle(10)
+	sty.Rotation = math.Pi / 2
+	dc.FillText(sty, vg.Point{X: 50, Y: 20}, "a long label")
+	if len(rec.texts) != 1 {
+		t.Fatalf("texts %v", rec.texts)
+	}
+	b := rec.texts[0].box
+	w := sty.Width("a long label")
+	if b.Max.Y-b.Min.Y < w-0.01 || b.Max.X-b.Min.X > 15 || b.Min.Y < 19 {
+		t.Errorf("box %v: want %v tall, about 12 wide, from y=20 up", b, w)
+	}
+}
+
+// Phases too narrow for any name are shaded without one; the others are
+// named with the longest name that fits.
+func TestPhaseNamesFitTheirBands(t *testing.T) {
+	tl := newTimeline()
+	k := tl.track("backend", 10*time.Second)
+	sched := schedule{{Name: "healthy", Duration: 4 * time.Second}, {Name: "overloaded", Duration: 3 * time.Second},
+		{Name: "failing", Duration: 100 * time.Millisecond}, {Name: "hanging", Duration: 600 * time.Millisecond}, {Name: "recovered", Duration: 2300 * time.Millisecond}}
+	k.phases(sched, []string{"", "overloaded: 2.5× capacity", "failing: UNAVAILABLE", "hanging: no answer", ""})
+	k.change("a.very.long.service.Name", stateClosed, 4*time.Second, stateOpen)
+	k.change("another.Service", stateClosed, 5*time.Second, stateOpen)
+	secs, err := tl.sections()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay, problems := pictureProblems(t, secs)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	var labels []string
+	for _, ph := range lay.sections[0].phases {
+		labels = append(labels, ph.label)
+	}
+	if want := []string{"healthy", "overloaded: 2.5× capacity", "", "han…", "recovered"}; !slices.Equal(labels, want) {
+		t.Errorf("phase names %q, want %q", labels, want)
+	}
+}
+
+// A series draws no value where no call started: its line stops there.
+func TestSeriesLineStopsWhereNoCallStarted(t *testing.T) {
+	origin := time.Now()
+	s := &series{origin: origin, bin: time.Second}
+	for _, sec := range []int{0, 1, 4, 5} {
+		s.add(origin.Add(time.Duration(sec)*time.Second+time.Millisecond), time.Millisecond, 1, true)
+	}
+	pts := s.points()
+	if len(pts.success) != 4 {
+		t.Fatalf("points %v: want one per second with calls", pts.success)
+	}
+	ps, err := linesOf(pts.success, 1.5, colorBare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 {
+		t.Errorf("%d lines, want 2: broken over the seconds without calls", len(ps))
+	}
+}
+
+func TestBinFor(t *testing.T) {
+	for _, tc := range []struct{ length, want time.Duration }{
+		{40 * time.Second, time.Second}, {10 * time.Second, time.Second}, {5 * time.Second, 500 * time.Millisecond},
+		{1500 * time.Millisecond, 100 * time.Millisecond}, {300 * time.Millisecond, 20 * time.Millisecond}, {0, time.Millisecond},
+	} {
+		t.Run(tc.length.String(), func(t *testing.T) {
+			if got := binFor(tc.length); got != tc.want {
+				t.Errorf("binFor(%v) = %v, want %v", tc.length, got, tc.want)
+			}
+		})
+	}
+}
+
+// The picture goes to the working directory unless -svg says otherwise.
+func TestDefaultSVGInWorkingDirectory(t *testing.T) {
+	if defaultSVG != filepath.Base(defaultSVG) {
+		t.Errorf("defaultSVG %q is not a file of the working directory", defaultSVG)
+	}
+	pods, err := defaultPodsConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := defaultClusterConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := flagSet()
+	o, _ := addScenarioFlags(fs, pods, cl)
+	if o.SVG != defaultSVG {
+		t.Errorf("-svg defaults to %q, want %q", o.SVG, defaultSVG)
+	}
+	if err := fs.Parse([]string{"-svg", "x/y.svg"}); err != nil || o.SVG != "x/y.svg" {
+		t.Errorf("-svg x/y.svg gave %q, %v", o.SVG, err)
+	}
+}
+
+func flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
 }
 
 // A nil timeline records nothing and does not fail: what -svg "" gives.
 func TestNilTimeline(t *testing.T) {
 	var tl *timeline
-	s := tl.series("bare")
-	s.add(time.Now(), time.Millisecond, true)
-	tl.mark(time.Second, markEjected)
-	tl.phases("pods", 0, schedule{{Name: "healthy", Duration: time.Second}})
-	tl.transitions(0, []transition{{At: time.Second}})
-	if s != nil {
-		t.Errorf("a nil timeline gave a series")
+	k := tl.track("pods", time.Second)
+	k.begin(time.Now())
+	s := k.series("bare")
+	s.add(time.Now(), time.Millisecond, 1, true)
+	k.change("pod-1", stateIn, time.Second, stateEjected)
+	k.phases(schedule{{Name: "healthy", Duration: time.Second}}, nil)
+	k.transitions([]transition{{At: time.Second}})
+	k.tally("alone", time.Second)
+	if k != nil || s != nil {
+		t.Errorf("a nil timeline gave a track or a series")
 	}
 }

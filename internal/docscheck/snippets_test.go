@@ -13,7 +13,10 @@ package docscheck
 //
 // and TestFragmentsFromFiles checks that its lines appear, in order and
 // together, in that file (indentation aside), which the build compiles. The
-// same markers work on ```yaml blocks (see yaml_test.go).
+// same markers work on ```yaml blocks (see yaml_test.go). A file of one of
+// getting-started.md's programs, marked <!-- program NAMES: FILE -->, is
+// built with the program's other files by TestGettingStartedPrograms
+// instead.
 //
 // A snippet is compiled in a package of its own, in a temporary directory
 // examples/_docsnippets… (the examples module requires every module the docs
@@ -196,6 +199,9 @@ func goSnippets(t *testing.T) (compiled, fragments []snippet) {
 				continue
 			}
 			s := snippet{doc: doc, line: b.line, code: b.text}
+			if isProgramFile(b.prev) {
+				continue // built with its program's other files: gettingstarted_test.go
+			}
 			if isFragment(b.prev) {
 				fragments = append(fragments, s)
 			} else {
