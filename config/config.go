@@ -52,6 +52,8 @@ type Policies struct {
 	RateLimiter *RateLimiterSection `yaml:"rateLimiter,omitempty"`
 	// Hedging is off unless a level writes it (docs/hedging.md).
 	Hedging *HedgingSection `yaml:"hedging,omitempty"`
+	// DeadLetter is off unless a level writes it (docs/deadletter.md).
+	DeadLetter *DeadLetterSection `yaml:"deadLetter,omitempty"`
 }
 
 // CircuitBreaker is the circuitBreaker section; see docs/circuitbreaker.md
@@ -128,6 +130,13 @@ func Dur(d time.Duration) *Duration { v := Duration(d); return &v }
 
 // Ptr returns a pointer to v, for building a [Config] in Go.
 func Ptr[T any](v T) *T { return &v }
+
+// Names is a list of names (rejection reasons, metadata keys). A nil list
+// inherits; an empty, non-nil list means "none".
+type Names []string
+
+// IsZero reports whether the list is unset (nil).
+func (ns Names) IsZero() bool { return ns == nil }
 
 // Codes is a list of status codes: gRPC codes, written by their canonical
 // names, in a gRPC scope (defaults, services). A nil list inherits; an

@@ -190,6 +190,7 @@ func (d *decoder) document(root *yaml.Node, v reflect.Value) {
 var (
 	durationType = reflect.TypeFor[Duration]()
 	codesType    = reflect.TypeFor[Codes]()
+	namesType    = reflect.TypeFor[Names]()
 	breakerType  = reflect.TypeFor[CircuitBreakerSection]()
 	policiesType = reflect.TypeFor[Policies]()
 	// sectionTypes are the sections validation checks as a whole.
@@ -202,6 +203,7 @@ var (
 		reflect.TypeFor[*AdaptiveThrottlingSection](): true,
 		reflect.TypeFor[*RateLimiterSection]():        true,
 		reflect.TypeFor[*HedgingSection]():            true,
+		reflect.TypeFor[*DeadLetterSection]():         true,
 	}
 )
 
@@ -222,6 +224,8 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) bool {
 		return d.duration(n, path, v)
 	case t == codesType:
 		return d.codes(n, path, v)
+	case t == namesType:
+		return d.names(n, path, v)
 	case t.Kind() == reflect.Pointer:
 		e := reflect.New(t.Elem())
 		if !d.value(n, path, e.Elem()) {
@@ -407,6 +411,33 @@ func (d *decoder) codes(n *yaml.Node, path string, v reflect.Value) bool {
 	}
 	if ok {
 		v.Set(reflect.ValueOf(cs))
+	}
+	return ok
+}
+
+// names decodes a list of strings; a list with an item that is not a
+// string is left unset.
+func (d *decoder) names(n *yaml.Node, path string, v reflect.Value) bool {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, path, "want a list such as [x-request-id], got %s", show(n))
+		return false
+	}
+	ns := make(Names, 0, len(n.Content))
+	ok := true
+	for i, e := range n.Content {
+		ep := path + "[" + strconv.Itoa(i) + "]"
+		if !d.count(e, ep) {
+			return false
+		}
+		if e.Kind != yaml.ScalarNode || e.Tag != "!!str" {
+			d.fail(e, ep, "want a string, got %s", show(e))
+			ok = false
+			continue
+		}
+		ns = append(ns, e.Value)
+	}
+	if ok {
+		v.Set(reflect.ValueOf(ns))
 	}
 	return ok
 }

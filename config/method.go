@@ -51,6 +51,10 @@ type Method struct {
 	// Observe is mode: observe — every policy decides and reports, none
 	// acts.
 	Observe bool
+
+	// DeadLetter is the key's dead-letter queue, nil when it has none; its
+	// Config.On is the method's own (which rejections defer its calls).
+	DeadLetter *DeadLetter
 }
 
 // Scope is the part of a configuration one transport reads: gRPC's
@@ -125,6 +129,15 @@ func (c *Config) Method(svc, name string) Method {
 		cfg, _ := RetryConfig(r)
 		cfg.Name = svc + "/" + name
 		m.Retry = &cfg
+	}
+	if deadLetterOn(&c.Defaults, sp, mp) && shared.DeadLetter != nil {
+		// The queue is the key's; which rejections defer is the method's.
+		if dl, err := DeadLetterConfig(shared.DeadLetter); err == nil {
+			if on, err := DeadLetterConfig(&DeadLetterSection{On: eff.DeadLetter.On}); err == nil && eff.DeadLetter.On != nil {
+				dl.Config.On = on.Config.On
+			}
+			m.DeadLetter = &dl
+		}
 	}
 	if t := eff.Timeout; *t.Enabled {
 		m.PerAttempt, m.Overall = t.PerAttempt.D(), t.Overall.D()

@@ -119,6 +119,9 @@ func (c *Config) validate(failed map[string][]string, lines map[string]int, chec
 				continue
 			}
 			checkMethodLevel(mp, mpath, keyBy, add)
+			if mp.DeadLetter != nil && keyBy == KeyByService && c.Defaults.DeadLetter == nil && svc.DeadLetter == nil {
+				add(mpath+".deadLetter", "with keyBy: service the queue is the service's: write deadLetter on the service or in defaults, and here only on and enabled")
+			}
 			checkLevel(append(sl, level{path: mpath, p: mp}), mpath, failed, add)
 		}
 	}
@@ -153,6 +156,16 @@ func checkMethodLevel(p *Policies, path string, keyBy string, add func(path, pro
 	if at := p.AdaptiveThrottling; at != nil && keyBy == KeyByService {
 		for _, k := range setKeys(at) {
 			add(path+".adaptiveThrottling."+k, "with keyBy: service one throttler serves the whole service; set it on the service (or use keyBy: method)")
+		}
+	}
+	if dl := p.DeadLetter; dl != nil && keyBy == KeyByService {
+		if len(setKeys(dl)) == 0 {
+			add(path+".deadLetter", "with keyBy: service one dead-letter queue serves the whole service; write it on the service (or use keyBy: method), and here only on and enabled")
+		}
+		for _, k := range setKeys(dl) {
+			if k != "on" && k != "enabled" {
+				add(path+".deadLetter."+k, "with keyBy: service one dead-letter queue serves the whole service; a method may only set on and enabled (or use keyBy: method)")
+			}
 		}
 	}
 	if rl := p.RateLimiter; rl != nil && keyBy == KeyByService {
@@ -250,6 +263,11 @@ func checkLevel(levels []level, here string, failed map[string][]string, add fun
 	}
 	if _, err := HedgeConfig(eff.Hedging); err != nil {
 		report("hedging", err)
+	}
+	if eff.DeadLetter != nil {
+		if _, err := DeadLetterConfig(eff.DeadLetter); err != nil {
+			report("deadLetter", err)
+		}
 	}
 	checkHedging(levels, add)
 }

@@ -24,6 +24,7 @@ import (
 // Chain is safe for concurrent use.
 type Chain struct {
 	opts    options
+	t       *transport
 	e       *engine.Engine
 	monitor *outlier.Monitor    // the outlier balancer's, when outlierDetection is on
 	ejects  resilience.Recorder // the observer's recorder of the monitor's events
@@ -60,12 +61,13 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 	if err := validate(cfg); err != nil {
 		return nil, err
 	}
-	e, err := engine.New(cfg, transport{}, engine.Options{Observer: o.observer, Clock: o.clock, MaxKeys: o.maxMethods,
-		Redis: o.redis, ClusterListener: o.clusterListener, ServerSide: o.serverSide})
+	t := new(transport)
+	e, err := engine.New(cfg, t, engine.Options{Observer: o.observer, Clock: o.clock, MaxKeys: o.maxMethods,
+		Redis: o.redis, ClusterListener: o.clusterListener, ServerSide: o.serverSide, DeadLetterListener: o.deadLetterListener})
 	if err != nil {
 		return nil, fmt.Errorf("grpcmw: %w", err)
 	}
-	c := &Chain{opts: o, e: e}
+	c := &Chain{opts: o, t: t, e: e}
 	if _, on := outlierConfig(cfg); on && !o.serverSide {
 		c.ejects = resilience.Attach(o.observer, resilience.Source{Kind: resilience.KindOutlier, Name: "outlier"})
 		c.monitor, err = outlier.NewMonitor(outlier.WithClock(o.clock),
@@ -92,6 +94,9 @@ func (c *Chain) lookup(fullMethod string, cc *grpc.ClientConn) *engine.Method {
 	}
 	if cc != nil && c.e.WantsTarget() {
 		c.e.BindTarget(cc.CanonicalTarget())
+	}
+	if c.t.conn.learn(cc) {
+		c.e.Kick("") // deferred calls of a previous run can be replayed now
 	}
 	return c.e.Lookup(fullMethod, func(cfg *Config) (string, string, bool) {
 		svc, name, ok := splitMethod(fullMethod)

@@ -131,7 +131,7 @@ func TestIssue9MisindentedKeyHasItsLine(t *testing.T) {
 		{name: "at the top level", yaml: "defaults:\n  retry: {}\nservices:\n  a.B: {}\n services: {}\n",
 			want: `services.services: "services" is indented 1 spaces, which lines up with no key above it (they are indented 0, 2); mind the indentation (line 5)`},
 		{name: "a sibling one level out", yaml: "defaults:\n  retry:\n    maxAttempts: 2\n  jitter: 0.1\n",
-			want: `defaults.jitter: unknown key (known here: adaptiveThrottling, bulkhead, circuitBreaker, hedging, mode, rateLimiter, retry, timeout) (line 4)`},
+			want: `defaults.jitter: unknown key (known here: adaptiveThrottling, bulkhead, circuitBreaker, deadLetter, hedging, mode, rateLimiter, retry, timeout) (line 4)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

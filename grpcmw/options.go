@@ -4,6 +4,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/meshless/meshless/cluster"
+	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/grpcmw/outlier"
 	"github.com/meshless/meshless/resilience"
 )
@@ -12,10 +13,12 @@ type options struct {
 	observer        resilience.Observer
 	redis           redis.UniversalClient
 	clusterListener cluster.Listener
-	outlierListener outlier.Listener
-	clock           resilience.Clock
-	maxMethods      int
-	serverSide      bool // NewServer: bulkheads only
+	// deadLetterListener hears the dead-letter queues' events.
+	deadLetterListener deadletter.Listener
+	outlierListener    outlier.Listener
+	clock              resilience.Clock
+	maxMethods         int
+	serverSide         bool // NewServer: bulkheads only
 	// retryBufferLimit bounds the bytes a stream keeps to replay.
 	retryBufferLimit int
 }
@@ -67,6 +70,13 @@ func WithRedisClient(rdb redis.UniversalClient) Option {
 // (otelmw.NewClusterListener records them as metrics). Default none.
 func WithClusterListener(l cluster.Listener) Option {
 	return optionFunc(func(o *options) { o.clusterListener = l })
+}
+
+// WithDeadLetterListener hears the dead-letter queues' events (deferred,
+// replayed, parked, expired…; otelmw.NewDeadLetterListener records them as
+// the meshless.deadletter.* metrics). Default none.
+func WithDeadLetterListener(l deadletter.Listener) Option {
+	return optionFunc(func(o *options) { o.deadLetterListener = l })
 }
 
 // WithMaxMethods bounds the methods the chain keeps policies for. A method

@@ -14,38 +14,41 @@ import (
 )
 
 // transport is gRPC for the engine: status codes, ErrorInfo rejections, the
-// previous-attempts header, DEADLINE_EXCEEDED for timeouts.
-type transport struct{}
+// previous-attempts header, DEADLINE_EXCEEDED for timeouts, and the replay
+// of deferred calls on the chain's connection (deadletter.go).
+type transport struct {
+	conn conn
+}
 
 // Code returns the gRPC code of an attempt's error, and false for an error
 // that carries none (a transport error that is not a status).
-func (transport) Code(err error) (uint32, bool) {
+func (*transport) Code(err error) (uint32, bool) {
 	c, ok := codeOf(err)
 	return uint32(c), ok
 }
 
-func (transport) Relayed(err error) (resilience.Kind, bool) { return relayedKind(err) }
+func (*transport) Relayed(err error) (resilience.Kind, bool) { return relayedKind(err) }
 
 // Overloaded: RESOURCE_EXHAUSTED, a backend that sheds (or a meshless one
 // hop down that rejected).
-func (transport) Overloaded(err error) bool {
+func (*transport) Overloaded(err error) bool {
 	c, ok := codeOf(err)
 	return ok && c == codes.ResourceExhausted
 }
 
-func (transport) ErrorType(err error) string {
+func (*transport) ErrorType(err error) string {
 	c, _ := codeOf(err)
 	return config.CodeName(c)
 }
 
-func (transport) Rejection(err error) error { return newRejection(err) }
+func (*transport) Rejection(err error) error { return newRejection(err) }
 
-func (transport) Final(err error) error { return wireError(err) }
+func (*transport) Final(err error) error { return wireError(err) }
 
 // Mark sets the grpc-previous-rpc-attempts header of gRFC A6 to n, the
 // attempts made before this one, replacing any value the caller's metadata
 // had.
-func (transport) Mark(ctx context.Context, n int) context.Context {
+func (*transport) Mark(ctx context.Context, n int) context.Context {
 	md, _ := metadata.FromOutgoingContext(ctx) // a copy
 	if md == nil {
 		md = metadata.MD{}

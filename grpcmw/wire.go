@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/internal/grpcwire"
 	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
@@ -86,6 +87,8 @@ func rejectionMetadata(r resilience.Rejection) map[string]string {
 		return map[string]string{"name": e.Name}
 	case *throttler.RejectedError:
 		return map[string]string{"name": e.Name}
+	case *deadletter.DeferredError:
+		return map[string]string{"key": e.Key, "id": e.ID}
 	}
 	return nil
 }

@@ -186,7 +186,7 @@ func (m *Method) Run(ctx context.Context, a Attempt) (int, error) {
 	}
 	c := m.Begin(ctx, false)
 	n, err := c.retried(a)
-	return n, c.End(err)
+	return n, c.End(c.deferCall(a, err))
 }
 
 // runHedged is Run for a method that hedges: its copies run concurrently,
@@ -201,7 +201,7 @@ func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 		defer cancel()
 	}
 	n, err := m.hedge.Run(hctx, func(ctx context.Context, n int) error { return c.hedgedCopy(ctx, a, n) })
-	return n, c.End(err)
+	return n, c.End(c.deferCall(a, err))
 }
 
 // RunOnce runs a unary call that can make one attempt only (a hedging

@@ -13,6 +13,7 @@ import (
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/cluster"
 	"github.com/meshless/meshless/config"
+	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
@@ -37,6 +38,9 @@ type Options struct {
 	// limiter of each key, nothing else (no breaker, retry, throttler or
 	// timeout: those protect a client from its backend).
 	ServerSide bool
+	// DeadLetterListener hears the dead-letter queues' events (deferred,
+	// replayed, parked…: otelmw.NewDeadLetterListener records them).
+	DeadLetterListener deadletter.Listener
 }
 
 // Engine keeps one client's (or server's) policies, per key, as its
@@ -52,6 +56,7 @@ type Engine struct {
 	cluster  *cluster.Cluster
 	bind     *clusterBinding // set by New when the cluster waits for its target
 	ownRedis redis.UniversalClient
+	dl       deadLetters
 	mu       sync.Mutex // serialises Reload, Close and a key's first call
 	state    atomic.Pointer[state]
 }
@@ -81,12 +86,20 @@ func New(cfg *config.Config, t Transport, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("must be at least 1, got %d", opts.MaxKeys)
 	}
 	e := &Engine{t: t, opts: opts, realTime: realTime(opts.Clock)}
+	if cfg != nil && hasDeadLetter(cfg) && !opts.ServerSide {
+		// A breaker that closes replays its key's deferred calls.
+		e.opts.Observer = resilience.Observers(opts.Observer, resilience.ObserverFunc(e.watchCloses))
+	}
 	st, err := e.newState(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
 	e.state.Store(st)
 	if err := e.startCluster(st.cfg); err != nil {
+		return nil, err
+	}
+	if err := e.resumeDeadLetters(st.cfg); err != nil {
+		e.Close()
 		return nil, err
 	}
 	return e, nil
@@ -193,6 +206,7 @@ func (e *Engine) Reload(cfg *config.Config) error {
 func (e *Engine) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.closeDeadLetters()
 	e.closeCluster()
 	st := e.state.Load()
 	for _, be := range st.breakers {

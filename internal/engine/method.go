@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/config"
+	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
@@ -43,6 +45,10 @@ type Method struct {
 	breaker       *circuitbreaker.Breaker
 	bulkhead      *bulkhead.Bulkhead
 	limiter       *ratelimiter.Limiter
+	// dlq is the key's dead-letter queue, nil without one; dlOn says which
+	// errors defer the method's calls.
+	dlq  *deadletter.Queue
+	dlOn deadletter.Trigger
 	// observe is mode: observe: the call's context is observed
 	// (resilience.Observe), its pipelines admit what a gate refuses, and
 	// its timeouts, retry and hedging decide without acting.
@@ -152,6 +158,14 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		rc := retry.DefaultConfig()
 		rc.MaxAttempts = 1
 		m.attempts = e.newRetry(st, m, rc, nil)
+	}
+	if s.DeadLetter != nil {
+		q, err := e.queueOf(s.Key, *s.DeadLetter)
+		if err != nil {
+			slog.Error("meshless: the dead-letter queue cannot be opened; the key's calls are not deferred", "key", s.Key, "error", err)
+		} else {
+			m.dlq, m.dlOn = q, s.DeadLetter.Config.On
+		}
 	}
 	m.unaryDeadlines = timeout.Plan{Attempt: m.newTimeout(s.PerAttempt, timeout.Attempt), Overall: m.newTimeout(s.Overall, timeout.Overall)}
 	m.streamDeadlines = timeout.Plan{Attempt: m.newTimeout(s.StreamPerAttempt, timeout.Attempt), Overall: m.newTimeout(s.StreamOverall, timeout.Overall)}
