@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/hedgepolicy"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -208,4 +210,18 @@ func BenchmarkHedgingInterceptorOnly(b *testing.B) {
 			}
 		})
 	}
+	// The peer: failsafe-go's hedge policy (3 copies at most, 1s apart)
+	// around the same invoker, which answers at once.
+	b.Run("failsafe-hedge", func(b *testing.B) {
+		hp := hedgepolicy.NewBuilderWithDelay[any](time.Second).WithMaxHedges(2).Build()
+		exec := failsafe.With[any](hp)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := exec.RunWithExecution(func(e failsafe.Execution[any]) error {
+				return noop(e.Context(), "/grpc.testing.TestService/UnaryCall", req, reply, nil)
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

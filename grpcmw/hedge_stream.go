@@ -206,6 +206,7 @@ func (s *hedgedState) finish(err error) {
 // SendMsg keeps the request for the copies; a server-streaming call sends
 // one.
 func (hs *hedgedStream) SendMsg(msg any) error {
+	defer runtime.KeepAlive(hs) // its cleanup ends the stream: not while a method runs
 	s := hs.hedgedState
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -219,6 +220,7 @@ func (hs *hedgedStream) SendMsg(msg any) error {
 // CloseSend closes the sending side; the copies close theirs when they
 // have sent the request.
 func (hs *hedgedStream) CloseSend() error {
+	defer runtime.KeepAlive(hs) // its cleanup ends the stream: not while a method runs
 	s := hs.hedgedState
 	s.mu.Lock()
 	s.closeSent = true
@@ -228,6 +230,7 @@ func (hs *hedgedStream) CloseSend() error {
 
 // RecvMsg receives a response: the first one runs the hedge.
 func (hs *hedgedStream) RecvMsg(msg any) error {
+	defer runtime.KeepAlive(hs) // its cleanup ends the stream: not while a method runs
 	s := hs.hedgedState
 	var mt protoreflect.MessageType
 	pm, ok := msg.(proto.Message)
@@ -262,6 +265,7 @@ func (hs *hedgedStream) RecvMsg(msg any) error {
 // Header runs the hedge if it has not run (committing at the first header)
 // and returns the committed copy's header.
 func (hs *hedgedStream) Header() (metadata.MD, error) {
+	defer runtime.KeepAlive(hs) // its cleanup ends the stream: not while a method runs
 	s := hs.hedgedState
 	if err := s.start(nil); err != nil {
 		if err == io.EOF {

@@ -213,6 +213,7 @@ func (s *streamState) current() grpc.ClientStream {
 // reports success: RecvMsg learns how the attempt ended and, if the policy
 // retries, replays every kept message on the next attempt.
 func (cs *clientStream) SendMsg(msg any) error {
+	defer runtime.KeepAlive(cs) // its cleanup ends the stream: not while a method runs
 	s := cs.streamState
 	s.mu.Lock()
 	if s.replay && !s.committed {
@@ -258,6 +259,7 @@ func wireSize(msg any) (int, bool) {
 
 // CloseSend closes the sending side; a replayable call replays it too.
 func (cs *clientStream) CloseSend() error {
+	defer runtime.KeepAlive(cs) // its cleanup ends the stream: not while a method runs
 	s := cs.streamState
 	s.mu.Lock()
 	s.closeSent = true
@@ -270,6 +272,7 @@ func (cs *clientStream) CloseSend() error {
 // status that ends it is returned; a failure of a retrying method's call
 // before it commits is retried here, replaying what was sent.
 func (cs *clientStream) RecvMsg(msg any) error {
+	defer runtime.KeepAlive(cs) // its cleanup ends the stream: not while a method runs
 	s := cs.streamState
 	for {
 		err := s.current().RecvMsg(msg)
@@ -344,6 +347,7 @@ func (s *streamState) endLocked(err error) {
 // caller commit the call (gRFC A6): what the caller saw is not replaced by
 // another attempt's.
 func (cs *clientStream) Header() (metadata.MD, error) {
+	defer runtime.KeepAlive(cs) // its cleanup ends the stream: not while a method runs
 	md, err := cs.current().Header()
 	if md != nil && err == nil {
 		s := cs.streamState

@@ -214,3 +214,40 @@ services:
 		t.Fatalf("the stream was cut after %v, before its method's own 100ms: an inherited timeout applied", d)
 	}
 }
+
+// A stream whose caller no longer refers to it is ended by a cleanup, so
+// that its permits come back; one that a method is still using must not
+// be: a Recv blocked while the garbage collector runs got CANCELLED (the
+// cause of TestA6ThrottleIsMovedByAMethodWithoutRetry failing 7 times in
+// 100 under -race).
+func TestAStreamInUseIsNotCollected(t *testing.T) {
+	for _, yaml := range []string{
+		"defaults: { retry: { enabled: false } }",
+		"defaults: { retry: { enabled: false }, hedging: { hedgingDelay: 1h } }", // a hedged stream
+	} {
+		t.Run(yaml, func(t *testing.T) {
+			release := make(chan struct{})
+			f := new(faultServer)
+			f.setStream(func(_ *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error {
+				<-release
+				return s.Send(&testgrpc.StreamingOutputCallResponse{})
+			})
+			addr, _ := serve(t, f)
+			client, _, _ := dial(t, addr, yaml)
+			s, err := client.StreamingOutputCall(t.Context(), sendParams(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for range 20 {
+					runtime.GC() // the stream's caller holds it only through the Recv below
+					runtime.Gosched()
+				}
+				close(release)
+			}()
+			if _, err := s.Recv(); err != nil {
+				t.Fatalf("Recv = %v, want the response: the stream was ended while in use", err)
+			}
+		})
+	}
+}

@@ -23,7 +23,7 @@ func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 			_, err := m.Run(ctx, &u)
 			return err
 		}
-		return u.hedged(ctx, m)
+		return u.runHedged(ctx, m)
 	}
 }
 
@@ -54,12 +54,10 @@ type unaryCall struct {
 	// a caller that passes few options.
 	trailer metadata.MD
 	optsBuf [4]grpc.CallOption
-	// copies are a hedged call's, each with its own results; mt is the
-	// reply's type, for the copies after the first.
-	copies *[retry.MaxHedgedAttempts]hedgeCopy
-	mt     protoreflect.MessageType
-	copts  []grpc.CallOption // the caller's options less header, trailer and peer
-	peer   bool
+	// hedge is a hedged call's copies after the first; hedged is set when
+	// the call hedges.
+	hedge  hedgeState
+	hedged bool
 }
 
 // hedgeCopy is one hedged copy's own results: gRPC writes each into it, and
@@ -73,7 +71,7 @@ type hedgeCopy struct {
 // Attempt makes attempt n of the call. It reads the server's pushback from
 // the trailer for the retry policy (gRFC A6).
 func (u *unaryCall) Attempt(ctx context.Context, n int) error {
-	if u.copies != nil {
+	if n > 1 && u.hedged {
 		return u.copy(ctx, n)
 	}
 	if !u.pushback {
@@ -97,62 +95,58 @@ func withPushback(err error, trailer metadata.MD) error {
 
 // hedged runs a unary call under the method's hedging policy: each copy is
 // one attempt through the gates (breaker, rate limiter, bulkhead, attempt
-// timeout), with its own reply, header, trailer and peer, so that copies
-// never write to the same place; the winner's are the caller's.
-func (u *unaryCall) hedged(ctx context.Context, m *engine.Method) error {
+// timeout). The first copy writes into the caller's reply, header, trailer
+// and peer, as an unhedged call does; a copy sent after it gets its own,
+// made when it is sent, so that copies never write to the same place. When
+// a later copy wins, its results replace the first's once every copy has
+// returned.
+func (u *unaryCall) runHedged(ctx context.Context, m *engine.Method) error {
 	msg, ok := u.reply.(proto.Message)
 	if !ok {
 		// A reply this package cannot copy (another codec): one attempt.
 		return m.RunOnce(ctx, u)
 	}
-	var header, trailer *metadata.MD
-	var pr *peer.Peer
-	u.copts = make([]grpc.CallOption, 0, len(u.opts)+3)
-	for _, o := range u.opts {
-		switch o := o.(type) {
-		case grpc.HeaderCallOption:
-			header = o.HeaderAddr
-		case grpc.TrailerCallOption:
-			trailer = o.TrailerAddr
-		case grpc.PeerCallOption:
-			pr = o.PeerAddr
-		default:
-			u.copts = append(u.copts, o)
-		}
-	}
-	u.copies, u.peer = new([retry.MaxHedgedAttempts]hedgeCopy), pr != nil
-	// The type, read before any copy runs: copy 1 writes into msg.
-	u.mt = msg.ProtoReflect().Type()
-	u.copies[0].reply = msg
+	u.hedge.mt, u.hedged = msg.ProtoReflect().Type(), true // the type, read before copy 1 writes into msg
 	n, err := m.Run(ctx, u)
-	if n > 0 {
-		w := &u.copies[n-1]
-		if n > 1 && err == nil {
+	if n > 1 {
+		w := u.hedge.copies[n-2]
+		if err == nil {
 			proto.Reset(msg)
 			proto.Merge(msg, w.reply)
 		}
-		if header != nil {
-			*header = w.header
-		}
-		if trailer != nil {
-			*trailer = w.trailer
-		}
-		if pr != nil {
-			*pr = w.peer
+		for _, o := range u.opts {
+			switch o := o.(type) {
+			case grpc.HeaderCallOption:
+				*o.HeaderAddr = w.header
+			case grpc.TrailerCallOption:
+				*o.TrailerAddr = w.trailer
+			case grpc.PeerCallOption:
+				*o.PeerAddr = w.peer
+			}
 		}
 	}
 	return err
 }
 
-// copy is hedged copy n, with its own results.
+// hedgeState is a hedged call's copies after the first, each with its own
+// results, made as it is sent.
+type hedgeState struct {
+	mt     protoreflect.MessageType
+	copies [retry.MaxHedgedAttempts - 1]*hedgeCopy
+}
+
+// copy is hedged copy n (from 2), with its own results.
 func (u *unaryCall) copy(ctx context.Context, n int) error {
-	c := &u.copies[n-1]
-	if c.reply == nil {
-		c.reply = u.mt.New().Interface()
+	c := &hedgeCopy{reply: u.hedge.mt.New().Interface()}
+	u.hedge.copies[n-2] = c // each copy writes its own slot; read once every copy has returned
+	opts := make([]grpc.CallOption, 0, len(u.opts)+3)
+	for _, o := range u.opts {
+		switch o.(type) {
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
+		default:
+			opts = append(opts, o)
+		}
 	}
-	opts := append(u.copts[:len(u.copts):len(u.copts)], grpc.Header(&c.header), grpc.Trailer(&c.trailer))
-	if u.peer {
-		opts = append(opts, grpc.Peer(&c.peer))
-	}
+	opts = append(opts, grpc.Header(&c.header), grpc.Trailer(&c.trailer), grpc.Peer(&c.peer))
 	return withPushback(u.invoker(ctx, u.fullMethod, u.req, c.reply, u.cc, opts...), c.trailer)
 }

@@ -190,17 +190,13 @@ func (m *Method) Run(ctx context.Context, a Attempt) (int, error) {
 }
 
 // runHedged is Run for a method that hedges: its copies run concurrently,
-// so its Call lives on the heap (Run's stays on the stack). The hedge runs
-// under the overall deadline, so that it sends no copy past it.
+// so its Call lives on the heap (Run's stays on the stack). Each copy's
+// context carries the earliest deadline that applies to it, the overall
+// one included, so a copy sent at or past the overall deadline ends at
+// once, as a timeout that is not non-fatal: the hedge sends no more.
 func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 	c := m.Begin(ctx, false)
-	hctx := c.ctx
-	if dl, ok := c.deadlines.Deadline(); ok && c.cancel == nil && !m.observe {
-		var cancel context.CancelFunc
-		hctx, cancel = context.WithDeadline(hctx, dl)
-		defer cancel()
-	}
-	n, err := m.hedge.Run(hctx, func(ctx context.Context, n int) error { return c.hedgedCopy(ctx, a, n) })
+	n, err := m.hedge.Run(c.ctx, func(ctx context.Context, n int) error { return c.hedgedCopy(ctx, a, n) })
 	return n, c.End(c.deferCall(a, err))
 }
 
