@@ -291,7 +291,7 @@ func (b *Breaker) Enter(ctx context.Context) (context.Context, resilience.Permit
 
 // Commit takes a committed attempt's result now when the attempt is a
 // half-open probe, so that a long-lived stream gives its probe's place back
-// at its first response ([resilience.EarlyGate]); any other attempt is
+// at its first response (an early exit, for meshless's engine); any other attempt is
 // recorded when it ends.
 func (b *Breaker) Commit(ctx context.Context, pm resilience.Permit, r resilience.Result) bool {
 	if _, ok := pm.Ref.(*probe); !ok {

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -81,38 +82,42 @@ defaults:
 // slow-call breaker: before the pipeline measured the attempt past its
 // gates, the breaker's clock started before the bulkhead's queue.
 func TestIssue9QueueingIsNotSlowness(t *testing.T) {
-	f := new(faultServer)
-	addr, _ := serve(t, f)
-	client, chain, _ := dial(t, addr, `
+	// In a synctest bubble: the backend's 30ms and the 300ms hold are the
+	// bubble's time, so a busy machine cannot make a call slow.
+	synctest.Test(t, func(t *testing.T) {
+		f := new(faultServer)
+		client, chain, stop := inBubble(t, f, `
 defaults:
   circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 4, slowCallDurationThreshold: 100ms, slowCallRateThreshold: 50 }
   retry: { enabled: false }
   bulkhead: { maxConcurrentCalls: 1, maxWaitDuration: 10s }
 `)
-	// The first call holds the one permit for 300ms while four more queue;
-	// then they run one by one, 30ms each.
-	arrived := holdFirst(f, 300*time.Millisecond, 30*time.Millisecond)
-	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}) })
-	<-arrived
-	errs := make(chan error, 4)
-	for range 4 {
-		wg.Go(func() {
-			_, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("a queued call failed: %v", err)
+		defer stop()
+		// The first call holds the one permit for 300ms while four more queue;
+		// then they run one by one, 30ms each.
+		arrived := holdFirst(f, 300*time.Millisecond, 30*time.Millisecond)
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _ = client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{}) })
+		<-arrived
+		errs := make(chan error, 4)
+		for range 4 {
+			wg.Go(func() {
+				_, err := client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+				errs <- err
+			})
 		}
-	}
-	cb, _ := chain.Breaker(testService)
-	if m := cb.Metrics(); cb.State() != circuitbreaker.StateClosed || m.SlowCalls > 1 {
-		t.Fatalf("breaker %v %+v: queue time counted as slowness", cb.State(), m)
-	}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("a queued call failed: %v", err)
+			}
+		}
+		cb, _ := chain.Breaker(testService)
+		if m := cb.Metrics(); cb.State() != circuitbreaker.StateClosed || m.SlowCalls > 1 {
+			t.Fatalf("breaker %v %+v: queue time counted as slowness", cb.State(), m)
+		}
+	})
 }
 
 // Issue 9 item 9: while a stream's RecvMsg sleeps a backoff, Context,

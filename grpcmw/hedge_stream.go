@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/meshless/meshless/internal/engine"
-	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/retry"
 	"github.com/meshless/meshless/timeout"
 )
@@ -61,7 +61,7 @@ type hedgedState struct {
 // hedgedCopy is one copy of the stream. live: it holds an open stream and
 // its permits after its turn in the hedge returned.
 type hedgedCopy struct {
-	adm     resilience.Admission
+	adm     pipeline.Admission
 	dl      timeout.AttemptDeadline
 	cs      grpc.ClientStream
 	cancel  context.CancelFunc

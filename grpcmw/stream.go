@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/meshless/meshless/internal/engine"
-	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/timeout"
 )
 
@@ -72,7 +72,7 @@ type streamState struct {
 	cur       grpc.ClientStream
 	trailer   metadata.MD
 	cancelCur context.CancelFunc
-	adm       resilience.Admission    // the current attempt's permits
+	adm       pipeline.Admission      // the current attempt's permits
 	dl        timeout.AttemptDeadline // and its deadline
 	received  bool                    // a response reached the caller
 	committed bool                    // no more retries (gRFC A6)

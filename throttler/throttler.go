@@ -267,7 +267,7 @@ func (t *Throttler) Enter(ctx context.Context) (context.Context, resilience.Perm
 }
 
 // EnterAt is Enter at now, a time read from the throttler's clock, for a
-// pipeline that reads the time once for every gate (resilience.TimedGate).
+// pipeline that reads the time once for every gate (meshless's engine).
 func (t *Throttler) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
 	if t.admit(now) {
 		if t.rec != nil {
@@ -298,8 +298,8 @@ func (t *Throttler) admit(now time.Time) bool {
 
 // Exit counts the admitted request as its verdict says, at the time it
 // ended, r.End: Accepted counts a request and an accept, Refused a request,
-// Uncounted nothing. r.End must come from the throttler's clock (a
-// resilience.Pipeline's clock is the same one in grpcmw); when it is zero,
+// Uncounted nothing. r.End must come from the throttler's clock (the
+// engine's pipelines use the same one); when it is zero,
 // Exit reads the clock. A permit without a Ref (one its caller made to let
 // a request by uncounted) counts nothing.
 func (t *Throttler) Exit(_ context.Context, p resilience.Permit, r resilience.Result) error {

@@ -161,7 +161,7 @@ func timedOut(ctx, tctx context.Context, deadline time.Time, err error) bool {
 }
 
 // Enter derives the attempt's deadline, as [Timeout.Execute] does, for a
-// [resilience.Pipeline]: the timeout is then a gate, and the innermost one
+// gate pipeline: the timeout is then a gate, and the innermost one
 // in meshless's order. It never refuses.
 func (t *Timeout) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
 	if t.d <= 0 {

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/resilience/resiliencetest"
 	"github.com/meshless/meshless/timeout"
@@ -194,7 +195,7 @@ func TestGateDerivesTheDeadlineAndReportsIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs := new(resiliencetest.Observer)
 		to, _ := timeout.New(time.Second, timeout.WithObserver(obs))
-		p, err := resilience.NewPipeline(nil, nil, to)
+		p, err := pipeline.NewPipeline(nil, nil, to)
 		if err != nil {
 			t.Fatal(err)
 		}

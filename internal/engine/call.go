@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 	"github.com/meshless/meshless/throttler"
@@ -33,7 +34,7 @@ type Call struct {
 	ctx       context.Context // the caller's, or bounded by the overall deadline (see Begin)
 	cancel    context.CancelFunc
 	deadlines timeout.Call
-	p         *resilience.Pipeline
+	p         *pipeline.Pipeline
 	att       retry.Attempts
 	hasAtt    bool
 	start     time.Time // when the call began: its first attempt's start
@@ -91,7 +92,7 @@ func (c *Call) Attempts() int {
 // deadline — and that deadline, for [Call.Finish]. On a refusal a holds
 // nothing; otherwise end the attempt with Finish, and defer a.Abort so that
 // a panic gives every permit back.
-func (c *Call) Admit(ctx context.Context, a *resilience.Admission, n int) (context.Context, timeout.AttemptDeadline, error) {
+func (c *Call) Admit(ctx context.Context, a *pipeline.Admission, n int) (context.Context, timeout.AttemptDeadline, error) {
 	now := c.start
 	if n > 1 {
 		now = c.m.e.now()
@@ -110,14 +111,14 @@ func (c *Call) Admit(ctx context.Context, a *resilience.Admission, n int) (conte
 // Finish ends an attempt that [Call.Admit] admitted, with its error: its
 // deadline first (a timeout marks the errors it caused), then its gates.
 // It returns the error as they passed it on.
-func (c *Call) Finish(a *resilience.Admission, d *timeout.AttemptDeadline, err error) error {
+func (c *Call) Finish(a *pipeline.Admission, d *timeout.AttemptDeadline, err error) error {
 	end := c.m.e.now()
 	c.last = end
 	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
 }
 
 // FinishCopy is [Call.Finish] for one of a hedged call's concurrent copies.
-func (c *Call) FinishCopy(a *resilience.Admission, d *timeout.AttemptDeadline, err error) error {
+func (c *Call) FinishCopy(a *pipeline.Admission, d *timeout.AttemptDeadline, err error) error {
 	end := c.m.e.now()
 	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
 }
@@ -125,7 +126,7 @@ func (c *Call) FinishCopy(a *resilience.Admission, d *timeout.AttemptDeadline, e
 // Abort ends an admitted attempt that panicked: its deadline's context is
 // released and every permit given back. After Finish it does nothing but
 // for the deadline, which is released once.
-func (c *Call) Abort(a *resilience.Admission, d *timeout.AttemptDeadline) {
+func (c *Call) Abort(a *pipeline.Admission, d *timeout.AttemptDeadline) {
 	d.Release()
 	a.Abort()
 }
@@ -229,7 +230,7 @@ func (c *Call) retried(a Attempt) (int, error) {
 
 // attempt is attempt n through the gates.
 func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
-	var adm resilience.Admission
+	var adm pipeline.Admission
 	actx, d, err := c.Admit(ctx, &adm, n)
 	if err != nil {
 		return err
@@ -242,7 +243,7 @@ func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
 // run at once, so each reads its own times and none records the call's
 // last end.
 func (c *Call) hedgedCopy(ctx context.Context, a Attempt, n int) error {
-	var adm resilience.Admission
+	var adm pipeline.Admission
 	actx, d, err := c.Admit(ctx, &adm, n)
 	if err != nil {
 		return err
@@ -269,7 +270,7 @@ func (m *Method) Serve(ctx context.Context, fn func(ctx context.Context) error) 
 	if m.observe {
 		ctx = resilience.Observe(ctx)
 	}
-	var adm resilience.Admission
+	var adm pipeline.Admission
 	if err := m.unary.Admit(ctx, &adm); err != nil {
 		return err, true
 	}
@@ -285,7 +286,7 @@ func (m *Method) ServeStream(ctx context.Context, fn func() error) (err error, r
 	if m.observe {
 		ctx = resilience.Observe(ctx)
 	}
-	var adm resilience.Admission
+	var adm pipeline.Admission
 	if err := m.stream.Admit(ctx, &adm); err != nil {
 		return err, true
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/throttler"
 )
@@ -31,9 +32,9 @@ func (w *wired) Enter(ctx context.Context) (context.Context, resilience.Permit, 
 	return ctx, p, nil
 }
 
-// EnterAt gives now to a gate that needs the time (resilience.TimedGate).
+// EnterAt gives now to a gate that needs the time (pipeline.TimedGate).
 func (w *wired) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
-	t, ok := w.g.(resilience.TimedGate)
+	t, ok := w.g.(pipeline.TimedGate)
 	if !ok {
 		return w.Enter(ctx)
 	}
@@ -61,7 +62,7 @@ func (w *wired) wire(err error) error {
 // probe takes a stream's first response as its verdict).
 type wiredEarly struct {
 	wired
-	early resilience.EarlyGate
+	early pipeline.EarlyGate
 }
 
 func (w *wiredEarly) Commit(ctx context.Context, p resilience.Permit, r resilience.Result) bool {
@@ -69,7 +70,7 @@ func (w *wiredEarly) Commit(ctx context.Context, p resilience.Permit, r resilien
 }
 
 func wire(g resilience.Gate, t Transport) resilience.Gate {
-	if e, ok := g.(resilience.EarlyGate); ok {
+	if e, ok := g.(pipeline.EarlyGate); ok {
 		return &wiredEarly{wired: wired{g: g, t: t}, early: e}
 	}
 	return &wired{g: g, t: t}

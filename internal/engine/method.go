@@ -8,6 +8,7 @@ import (
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
@@ -41,7 +42,7 @@ type Method struct {
 	hedge     *retry.Hedge // in retry's place when the method hedges
 	nonFatal  matcher
 	// The attempt pipelines (order.go); a stream's is a unary call's.
-	unary, stream *resilience.Pipeline
+	unary, stream *pipeline.Pipeline
 	breaker       *circuitbreaker.Breaker
 	bulkhead      *bulkhead.Bulkhead
 	limiter       *ratelimiter.Limiter
@@ -174,8 +175,8 @@ func (e *Engine) build(st *state, group, name string) *Method {
 
 // pipeline returns the method's attempt pipeline (order.go), in observe
 // mode when the method observes.
-func (m *Method) pipeline(g gates) *resilience.Pipeline {
-	p := g.pipeline(&m.classes, m.e.opts.Clock)
+func (m *Method) pipeline(g gates) *pipeline.Pipeline {
+	p := g.inOrder(&m.classes, m.e.opts.Clock)
 	if m.observe {
 		p = p.Observing()
 	}

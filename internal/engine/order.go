@@ -1,13 +1,16 @@
 package engine
 
-import "github.com/meshless/meshless/resilience"
+import (
+	"github.com/meshless/meshless/internal/pipeline"
+	"github.com/meshless/meshless/resilience"
+)
 
 // This file is the one place where meshless's order is written, for every
 // kind of call and every transport:
 //
 //	overall timeout → retry (or hedging, or retry-budget counting) → circuit breaker → rate limiter → adaptive throttler → bulkhead → per-attempt timeout → the attempt
 //
-// gates.pipeline builds an attempt's gates, outer to inner; Call (call.go)
+// gates.inOrder builds an attempt's gates, outer to inner; Call (call.go)
 // puts the overall timeout and the attempt policy around them, and the
 // per-attempt timeout inside them (both applied with one context per
 // attempt: timeout.Plan), for unary calls, streams and hedged calls alike;
@@ -18,7 +21,7 @@ type gates struct {
 	breaker, limiter, throttler, bulkhead resilience.Gate
 }
 
-// pipeline returns the gates of one attempt in order: circuit breaker →
+// inOrder returns the pipeline of one attempt's gates, in order: circuit breaker →
 // rate limiter → adaptive throttler → bulkhead; the per-attempt timeout
 // comes next, innermost (Call.Admit, Call.Finish).
 //
@@ -36,7 +39,7 @@ type gates struct {
 //
 // Every permit they hand out is given back by the pipeline on every path,
 // panics included.
-func (g gates) pipeline(c *classes, clock resilience.Clock) *resilience.Pipeline {
-	p, _ := resilience.NewPipeline(c.outcome, clock, g.breaker, g.limiter, g.throttler, g.bulkhead) // nil gates are skipped
+func (g gates) inOrder(c *classes, clock resilience.Clock) *pipeline.Pipeline {
+	p, _ := pipeline.NewPipeline(c.outcome, clock, g.breaker, g.limiter, g.throttler, g.bulkhead) // nil gates are skipped
 	return p
 }

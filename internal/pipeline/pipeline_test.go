@@ -1,4 +1,4 @@
-package resilience_test
+package pipeline_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -61,9 +62,9 @@ type refusal struct{}
 func (refusal) Error() string               { return "refused" }
 func (refusal) RejectedBy() resilience.Kind { return resilience.KindOther }
 
-func newPipeline(t *testing.T, gates ...resilience.Gate) *resilience.Pipeline {
+func newPipeline(t *testing.T, gates ...resilience.Gate) *pipeline.Pipeline {
 	t.Helper()
-	p, err := resilience.NewPipeline(nil, nil, gates...)
+	p, err := pipeline.NewPipeline(nil, nil, gates...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +168,11 @@ func TestPipelineDurationLeavesOutTheWaitAtTheGates(t *testing.T) {
 }
 
 func TestPipelineTooManyGates(t *testing.T) {
-	gates := make([]resilience.Gate, resilience.MaxGates+1)
+	gates := make([]resilience.Gate, pipeline.MaxGates+1)
 	for i := range gates {
 		gates[i] = waiting{}
 	}
-	if _, err := resilience.NewPipeline(nil, nil, gates...); !errors.Is(err, resilience.ErrInvalidOption) {
+	if _, err := pipeline.NewPipeline(nil, nil, gates...); !errors.Is(err, resilience.ErrInvalidOption) {
 		t.Fatalf("err = %v, want ErrInvalidOption", err)
 	}
 }

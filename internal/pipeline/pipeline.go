@@ -1,78 +1,35 @@
-package resilience
+// Package pipeline runs gates (resilience.Gate) in order around attempts,
+// giving every permit back on every path, panics included: the engine's
+// innermost part, internal to meshless.
+package pipeline
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
+
+	"github.com/meshless/meshless/resilience"
 )
 
-// Gate is a policy in two steps: Enter admits one attempt (or refuses it),
-// and Exit is told, exactly once, how the admitted attempt ended. Circuit
-// breakers, rate limiters, bulkheads and per-attempt timeouts are gates; a
-// [Pipeline] runs them in order.
-//
-// Enter returns the context the rest of the attempt runs with (a timeout
-// derives one; most gates return ctx unchanged) and a [Permit] that Exit gets
-// back. A refusal is a [Rejection]. Exit receives the same ctx that Enter
-// received, and returns the error the attempt ends with for the gates
-// outside it and the caller: r.Err unchanged, or r.Err wrapped (a timeout
-// marks the errors its own deadline caused).
-//
-// Implementations must be safe for concurrent use and must not block in
-// Exit.
-type Gate interface {
-	Enter(ctx context.Context) (context.Context, Permit, error)
-	Exit(ctx context.Context, p Permit, r Result) error
-}
-
-// An EarlyGate is a [Gate] that may take an attempt's result as soon as the
+// An EarlyGate is a [resilience.Gate] that may take an attempt's result as soon as the
 // attempt commits (see [Admission.Commit]), before it ends: a half-open
 // circuit breaker's probe takes a stream's first response as its verdict, so
 // that a stream that lives for hours never holds a probe nor keeps the
 // breaker from deciding. Commit reports whether the gate has exited; if not,
 // its Exit comes when the attempt ends, as for any gate.
 type EarlyGate interface {
-	Gate
-	Commit(ctx context.Context, p Permit, r Result) (exited bool)
+	resilience.Gate
+	Commit(ctx context.Context, p resilience.Permit, r resilience.Result) (exited bool)
 }
 
-// A TimedGate is a [Gate] that needs the time to admit an attempt (the
+// A TimedGate is a [resilience.Gate] that needs the time to admit an attempt (the
 // adaptive throttler's window): a [Pipeline] gives it the time it read for
 // the attempt, so that no gate reads the clock of its own.
 type TimedGate interface {
-	Gate
+	resilience.Gate
 	// EnterAt is Enter at now.
-	EnterAt(ctx context.Context, now time.Time) (context.Context, Permit, error)
+	EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error)
 }
-
-// Permit is a gate's admission of one attempt. Its fields belong to the gate
-// that issued it; hold pointer-shaped values in them so that building a
-// Permit does not allocate.
-type Permit struct {
-	Ref, Aux any
-}
-
-// Result is how an admitted attempt ended, as a [Pipeline] reports it to
-// each gate's Exit.
-type Result struct {
-	// Err is the attempt's error; [ErrPanicked] when it panicked.
-	Err error
-	// Outcome is Err classified by the pipeline's [Classifier], once for every
-	// gate. A panic in the attempt is a [Failure], as Resilience4j counts an
-	// exception; a panic in a gate, before the attempt ran, is [Ignored].
-	Outcome Outcome
-	// Duration is the attempt's own time, from the moment every gate had
-	// admitted it: time spent waiting at a gate (a bulkhead's queue) is local
-	// and not counted, so it never makes a call "slow".
-	Duration time.Duration
-	// End is when the attempt ended, read from the pipeline's clock.
-	End time.Time
-}
-
-// ErrPanicked is the error a [Result] carries when the attempt panicked. The
-// panic itself goes on up to the caller unchanged.
-var ErrPanicked = errors.New("resilience: the call panicked")
 
 // MaxGates is the most gates one [Pipeline] runs; it keeps an [Admission] a
 // fixed-size value that lives on the stack.
@@ -87,10 +44,10 @@ const MaxGates = 6
 //
 // A Pipeline is immutable and safe for concurrent use.
 type Pipeline struct {
-	gates    []Gate
+	gates    []resilience.Gate
 	timed    [MaxGates]TimedGate // gates[i] as a TimedGate, or nil
-	classify Classifier
-	clock    Clock
+	classify resilience.Classifier
+	clock    resilience.Clock
 	observe  bool // admits what a gate refuses (Observing)
 	mayWait  bool // a gate may make an attempt wait: read the time after the gates
 }
@@ -99,13 +56,13 @@ type Pipeline struct {
 // skipped. classify decides each attempt's [Outcome] ([DefaultClassifier] when
 // nil); clock measures each attempt's [Result.Duration] (the precise system
 // clock when nil). More than [MaxGates] gates is an error.
-func NewPipeline(classify Classifier, clock Clock, gates ...Gate) (*Pipeline, error) {
+func NewPipeline(classify resilience.Classifier, clock resilience.Clock, gates ...resilience.Gate) (*Pipeline, error) {
 	p := &Pipeline{classify: classify, clock: clock}
 	if p.classify == nil {
-		p.classify = DefaultClassifier
+		p.classify = resilience.DefaultClassifier
 	}
 	if p.clock == nil {
-		p.clock = preciseClock{}
+		p.clock = resilience.SystemClock()
 	}
 	for _, g := range gates {
 		if g != nil {
@@ -113,7 +70,7 @@ func NewPipeline(classify Classifier, clock Clock, gates ...Gate) (*Pipeline, er
 		}
 	}
 	if len(p.gates) > MaxGates {
-		return nil, &OptionError{Option: "gates", Value: len(p.gates), Problem: "at most " + strconv.Itoa(MaxGates)}
+		return nil, &resilience.OptionError{Option: "gates", Value: len(p.gates), Problem: "at most " + strconv.Itoa(MaxGates)}
 	}
 	for i, g := range p.gates {
 		p.timed[i], _ = g.(TimedGate)
@@ -156,7 +113,7 @@ type Admission struct {
 	p       *Pipeline
 	ctx     context.Context
 	in      [MaxGates]context.Context
-	permits [MaxGates]Permit
+	permits [MaxGates]resilience.Permit
 	n       int
 	start   time.Time
 	exited  uint8 // gates that exited early (Commit), by index
@@ -187,9 +144,9 @@ func (p *Pipeline) admit(ctx context.Context, a *Admission, now time.Time, rerea
 	admitted := false
 	defer func() {
 		if !admitted { // a refusal, or a panic in a gate
-			r := Result{Err: err, Outcome: Ignored}
+			r := resilience.Result{Err: err, Outcome: resilience.Ignored}
 			if err == nil {
-				r.Err = ErrPanicked
+				r.Err = resilience.ErrPanicked
 			}
 			a.exit(r)
 		}
@@ -197,7 +154,7 @@ func (p *Pipeline) admit(ctx context.Context, a *Admission, now time.Time, rerea
 	for i, g := range p.gates {
 		a.in[i] = ctx
 		var next context.Context
-		var pm Permit
+		var pm resilience.Permit
 		var gerr error
 		if t := p.timed[i]; t != nil {
 			next, pm, gerr = t.EnterAt(ctx, now)
@@ -205,12 +162,12 @@ func (p *Pipeline) admit(ctx context.Context, a *Admission, now time.Time, rerea
 			next, pm, gerr = g.Enter(ctx)
 		}
 		if gerr != nil {
-			if !p.observe || !IsRejection(gerr) {
+			if !p.observe || !resilience.IsRejection(gerr) {
 				return gerr
 			}
 			// Observe mode: the refusal was reported; the attempt goes on,
 			// and the gate, which holds nothing, is not exited.
-			a.permits[i], a.n, a.exited = Permit{}, i+1, a.exited|1<<i
+			a.permits[i], a.n, a.exited = resilience.Permit{}, i+1, a.exited|1<<i
 			continue
 		}
 		a.permits[i], a.n, ctx = pm, i+1, next
@@ -233,7 +190,7 @@ func (a *Admission) Context() context.Context { return a.ctx }
 
 // Done ends the attempt with its error: classified once, then reported to
 // every gate, innermost first. It returns the error for the caller: err, as
-// the gates passed it on (see [Gate]). Calls after the first return err and
+// the gates passed it on (see [resilience.Gate]). Calls after the first return err and
 // do nothing else.
 func (a *Admission) Done(err error) error {
 	if a.n == 0 {
@@ -247,7 +204,7 @@ func (a *Admission) DoneAt(err error, end time.Time) error {
 	if a.n == 0 {
 		return err
 	}
-	return a.exit(Result{Err: err, Outcome: a.p.classify(err), Duration: end.Sub(a.start), End: end})
+	return a.exit(resilience.Result{Err: err, Outcome: a.p.classify(err), Duration: end.Sub(a.start), End: end})
 }
 
 // Commit tells the early gates ([EarlyGate]) how the attempt went so far —
@@ -258,7 +215,7 @@ func (a *Admission) Commit(err error) {
 		return
 	}
 	end := a.p.clock.Now()
-	r := Result{Err: err, Outcome: a.p.classify(err), Duration: end.Sub(a.start), End: end}
+	r := resilience.Result{Err: err, Outcome: a.p.classify(err), Duration: end.Sub(a.start), End: end}
 	for i := a.n - 1; i >= 0; i-- {
 		if g, ok := a.p.gates[i].(EarlyGate); ok && a.exited&(1<<i) == 0 && g.Commit(a.in[i], a.permits[i], r) {
 			a.exited |= 1 << i
@@ -274,13 +231,13 @@ func (a *Admission) Abort() {
 		return
 	}
 	end := a.p.clock.Now()
-	a.exit(Result{Err: ErrPanicked, Outcome: Failure, Duration: end.Sub(a.start), End: end})
+	a.exit(resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Failure, Duration: end.Sub(a.start), End: end})
 }
 
 // exit exits the entered gates, innermost first, each with the error the
 // gate inside it passed on. When an Exit panics, the gates outside it are
 // still exited before the panic goes on.
-func (a *Admission) exit(r Result) error {
+func (a *Admission) exit(r resilience.Result) error {
 	i := a.n - 1
 	a.n = 0
 	defer func() {
@@ -304,7 +261,7 @@ func (a *Admission) exit(r Result) error {
 // gate admits it, with the context they return; its error is returned
 // as the gates pass it on. A refusal is returned without running fn. A panic in fn gives
 // every permit back and goes on up.
-func (p *Pipeline) Run(ctx context.Context, fn Func) error {
+func (p *Pipeline) Run(ctx context.Context, fn resilience.Func) error {
 	var a Admission
 	if err := p.Admit(ctx, &a); err != nil {
 		return err
