@@ -36,6 +36,13 @@ type Options struct {
 	// limiter of each key, nothing else (no breaker, retry, throttler or
 	// timeout: those protect a client from its backend).
 	ServerSide bool
+	// RetryUncoded makes an attempt's error that carries no status code
+	// (Transport.Code's false: a transport error, an attempt's timeout)
+	// retryable, and non-fatal for hedging, besides the codes the
+	// configuration lists: HTTP's rule (httpmw), where a refused or reset
+	// connection has no status. gRPC's transport errors carry UNAVAILABLE,
+	// so grpcmw leaves it off.
+	RetryUncoded bool
 }
 
 // Engine keeps one client's (or server's) policies, per key, as its

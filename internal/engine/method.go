@@ -123,10 +123,10 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		m.stream = m.unary
 		return m
 	}
-	m.retryable = matcher{t: e.t, codes: newCodeSet(s.RetryableCodes)}
+	m.retryable = matcher{t: e.t, codes: newCodeSet(s.RetryableCodes), uncoded: o.RetryUncoded}
 	switch {
 	case s.Hedge != nil:
-		m.nonFatal = matcher{t: e.t, codes: newCodeSet(s.NonFatalCodes)}
+		m.nonFatal = matcher{t: e.t, codes: newCodeSet(s.NonFatalCodes), uncoded: o.RetryUncoded}
 		m.hedge = e.newHedge(st, m, *s.Hedge)
 	case s.Retry != nil:
 		m.attempts = e.newRetry(st, m, *s.Retry, o.Observer)
