@@ -18,6 +18,8 @@ const (
 	bulkheadM = `meshless_bulkhead_name=~"$breaker"` // bulkheads are keyed like breakers
 	limiterM  = `meshless_rate_limiter_name=~"$breaker"`
 	methodM   = `rpc_method=~"$method"`
+	grpcM     = `rpc_system_name="grpc"`  // a gRPC call's meshless.call.duration
+	httpM     = `http_request_method!=""` // an HTTP call's
 	serverM   = `server_address=~"$server"`
 )
 
