@@ -57,6 +57,7 @@ defaults:
 	}{
 		{name: "one attempt", yaml: retry3, statuses: []int{200}, want: 200, bodies: 1},
 		{name: "retried twice", yaml: retry3, statuses: []int{503, 502, 200}, want: 200, bodies: 3},
+		{name: "retried twice, no timeouts", yaml: retry3 + "  timeout: { enabled: false }\n", statuses: []int{503, 502, 200}, want: 200, bodies: 3},
 		{name: "retries spent", yaml: retry3, statuses: []int{503}, want: 503, bodies: 3},
 		{name: "a transport error, retried", yaml: retry3, closed: true, bodies: 3},
 		{name: "refused by the breaker", yaml: forcedOpen, statuses: []int{200}, bodies: 1, wantErr: circuitbreaker.ErrOpen},

@@ -127,7 +127,9 @@ type answer struct {
 func (a *answer) release() {
 	if a.resp != nil {
 		a.resp.Body.Close()
-		a.cancel()
+		if a.cancel != nil {
+			a.cancel()
+		}
 	}
 	*a = answer{}
 }
@@ -165,28 +167,8 @@ func (cl *call) Attempt(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithCancel(cl.Context)
-	stop := context.AfterFunc(ctx, cancel)
-	r = r.WithContext(rctx)
-	resp, err := cl.next.RoundTrip(r)
-	buffered := false
-	if err == nil && cl.multi && cl.mayDiscard(resp.StatusCode) {
-		buffered = buffer(resp) // within the attempt's time
-	}
-	if !stop() {
-		// The attempt's context ended first (its timeout, the caller, a
-		// hedged copy that lost): so did the request's.
-		if resp != nil {
-			resp.Body.Close()
-		}
-		cancel()
-		return ctx.Err()
-	}
+	resp, cancel, buffered, err := cl.send(ctx, r)
 	if err != nil {
-		if resp != nil { // a RoundTripper that broke its contract
-			resp.Body.Close()
-		}
-		cancel()
 		return err
 	}
 	cl.keep(answer{n: n, resp: resp, cancel: cancel, buffered: buffered})
@@ -204,6 +186,50 @@ func (cl *call) Attempt(ctx context.Context, n int) error {
 		}
 	}
 	return se
+}
+
+// send sends r under ctx, the attempt's context. The request's own context
+// is derived from the caller's and ends with ctx while the response's header
+// is awaited, not after: the engine ends ctx when the attempt returns, and
+// the response's body is read after that. cancel ends the request's
+// context; it is nil when nothing needs ending (an attempt that runs under
+// the caller's own context: no timeout, no hedging).
+func (cl *call) send(ctx context.Context, r *http.Request) (resp *http.Response, cancel context.CancelFunc, buffered bool, err error) {
+	if c, ok := ctx.(*call); ok && c == cl {
+		resp, err = cl.next.RoundTrip(r)
+		if err == nil && cl.multi && cl.mayDiscard(resp.StatusCode) {
+			buffered = buffer(resp)
+		}
+		return resp, nil, buffered, err
+	}
+	rctx, cancel := context.WithCancel(cl.Context)
+	stop := context.AfterFunc(ctx, cancel)
+	resp, err = cl.next.RoundTrip(r.WithContext(rctx))
+	if err == nil && cl.multi && cl.mayDiscard(resp.StatusCode) {
+		buffered = buffer(resp) // within the attempt's time
+	}
+	if !stop() {
+		// The attempt's context ended first (its timeout, the caller, a
+		// hedged copy that lost): so did the request's.
+		if resp != nil {
+			resp.Body.Close()
+		}
+		cancel()
+		return nil, nil, false, ctx.Err()
+	}
+	if err != nil {
+		if resp != nil { // a RoundTripper that broke its contract
+			resp.Body.Close()
+		}
+		cancel()
+		return nil, nil, false, err
+	}
+	if cl.Context.Done() == nil {
+		// The caller's context never ends: the request's is in no parent's
+		// list, and ending it would release nothing.
+		cancel = nil
+	}
+	return resp, cancel, buffered, nil
 }
 
 // request returns the request of attempt n: the caller's with the caller's
@@ -287,9 +313,11 @@ func (cl *call) finish(n int, err error) (*http.Response, error) {
 		// Cannot happen: a call without error returns an attempt's answer.
 		return nil, errors.New("httpmw: the call ended without a response")
 	}
-	if win.buffered {
+	switch {
+	case win.cancel == nil:
+	case win.buffered:
 		win.cancel() // the body is in memory: the connection is back
-	} else {
+	default:
 		win.resp.Body = withCancel(win.resp.Body, win.cancel)
 	}
 	return win.resp, nil
