@@ -116,3 +116,18 @@ func TestNothingGrowsWithNamesFromOutside(t *testing.T) {
 		t.Error("no breaker for the unknown hosts")
 	}
 }
+
+// A request without a URL reaches the transport, which refuses it; the
+// chain does not panic on it, whatever its Host.
+func TestARequestWithoutAURL(t *testing.T) {
+	chain := newChain(t, routesYAML, "api.example")
+	rt := chain.RoundTripper(rtFunc(func(r *http.Request) (*http.Response, error) {
+		return http.DefaultTransport.RoundTrip(r)
+	}))
+	req := &http.Request{Method: http.MethodGet, Host: "api.example", Header: http.Header{}}
+	req = req.WithContext(t.Context())
+	if resp, err := rt.RoundTrip(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("a request without a URL went through")
+	}
+}

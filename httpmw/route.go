@@ -55,9 +55,10 @@ func newRouter(cfg *config.Config) *router {
 		if h != nil {
 			for pattern, p := range h.Routes {
 				rt := newRoute(host, pattern)
-				if method, _, ok := strings.Cut(pattern, " "); ok && p != nil && p.Hedging != nil &&
-					method != http.MethodGet && method != http.MethodHead {
-					rt.hedges = method // the route asks for it by name
+				if i := strings.IndexAny(pattern, " \t"); i > 0 && p != nil && p.Hedging != nil {
+					if method := pattern[:i]; method != http.MethodGet && method != http.MethodHead {
+						rt.hedges = method // the route asks for it by name
+					}
 				}
 				hr.mux.Handle(pattern, rt) // validated: the patterns parse and do not conflict
 				hr.patterns[pattern] = rt
@@ -77,8 +78,11 @@ func newRoute(host, name string) *route {
 // it, else its host's own entry, else the unknown hosts' entry.
 func (r *router) match(req *http.Request) *route {
 	h := r.hosts[hostOf(req)]
-	if h == nil {
+	switch {
+	case h == nil:
 		return unknownHost
+	case req.URL == nil:
+		return h.own // no path to match; the transport refuses the request
 	}
 	handler, pattern := h.mux.Handler(req)
 	if rt, ok := handler.(*route); ok {
