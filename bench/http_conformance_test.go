@@ -263,3 +263,24 @@ func TestConformanceConnectionReuse(t *testing.T) {
 		})
 	}
 }
+
+// 429 Too Many Requests: the peers retry it by default; httpmw does not
+// (the server asks its clients to slow down) unless a route lists 429 in
+// retryableStatusCodes, and then waits its Retry-After.
+func TestConformance429(t *testing.T) {
+	want := map[string]int64{"meshless": 1, "failsafehttp": 2, "retryablehttp": 2}
+	for _, p := range peers {
+		t.Run(p.name, func(t *testing.T) {
+			s := newConformanceServer(t, func(i int64, w http.ResponseWriter, _ *http.Request) {
+				if i == 1 {
+					w.WriteHeader(http.StatusTooManyRequests)
+				}
+			})
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL+"/x", nil)
+			send(s.client(t, p), req) //nolint:errcheck // the requests tell
+			if got := s.requests.Load(); got != want[p.name] {
+				t.Errorf("%d requests, want %d", got, want[p.name])
+			}
+		})
+	}
+}

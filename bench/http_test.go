@@ -50,6 +50,13 @@ hosts:
       "GET /v1/current/{city}": {}
 `
 
+// oneTimeoutYAML is the defaults less the overall timeout: the per-attempt
+// one alone, as failsafeOneTimeout has.
+const oneTimeoutYAML = `
+defaults:
+  timeout: { overall: 0s }
+`
+
 func newHTTPChain(tb testing.TB, yaml string) *httpmw.Chain {
 	cfg, err := httpmw.ParseConfig([]byte(yaml))
 	if err != nil {
@@ -141,6 +148,9 @@ func BenchmarkHTTPRoundTrip(b *testing.B) {
 		chain := newHTTPChain(b, strings.ReplaceAll(routeYAML, "{{host}}", host))
 		benchGet(b, &http.Client{Transport: chain.RoundTripper(newTransport(b))}, url)
 	})
+	b.Run("meshless-one-timeout", func(b *testing.B) {
+		benchGet(b, &http.Client{Transport: newHTTPChain(b, oneTimeoutYAML).RoundTripper(newTransport(b))}, url)
+	})
 	b.Run("failsafehttp", func(b *testing.B) {
 		benchGet(b, &http.Client{Transport: failsafeDefaults(newTransport(b))}, url)
 	})
@@ -191,6 +201,7 @@ func BenchmarkHTTPRoundTripOverhead(b *testing.B) {
 	b.Run("meshless-route", func(b *testing.B) {
 		run(b, newHTTPChain(b, strings.ReplaceAll(routeYAML, "{{host}}", "api.weather.example")).RoundTripper(next))
 	})
+	b.Run("meshless-one-timeout", func(b *testing.B) { run(b, newHTTPChain(b, oneTimeoutYAML).RoundTripper(next)) })
 	b.Run("failsafehttp", func(b *testing.B) { run(b, failsafeDefaults(next)) })
 	b.Run("failsafehttp-one-timeout", func(b *testing.B) { run(b, failsafeOneTimeout(next)) })
 	b.Run("failsafehttp-retry", func(b *testing.B) {
