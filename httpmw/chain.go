@@ -76,9 +76,25 @@ func httpObserver(obs resilience.Observer) resilience.Observer {
 
 // RoundTripper returns next wrapped in the chain: each request runs through
 // its route's policies, and each attempt through next. A nil next is
-// http.DefaultTransport. See roundTripper.RoundTrip for what it returns.
+// http.DefaultTransport.
 //
 //	client := &http.Client{Transport: chain.RoundTripper(http.DefaultTransport)}
+//
+// It keeps the http.RoundTripper contract: the caller's request is never
+// modified (each attempt sends a shallow copy with its own context and,
+// after the first, its own body from Request.GetBody), and its body is
+// closed once, by the transport that sent it or by the chain when no
+// attempt did.
+//
+// It returns the response of the attempt whose answer the call returns,
+// whatever its status: a 4xx or a 5xx is a response, never an error. The
+// body is read under the request's own context, not under the chain's
+// timeouts (they bound the wait for the response's header); close it, as
+// always. The error is a transport error, a timeout (a net.Error whose
+// Timeout is true; errors.Is with context.DeadlineExceeded), or a local
+// rejection, with no response: errors.Is with the policy's sentinel
+// (circuitbreaker.ErrOpen, bulkhead.ErrFull, ratelimiter.ErrLimited,
+// throttler.ErrThrottled) and [RejectionReason] naming it.
 func (c *Chain) RoundTripper(next http.RoundTripper) http.RoundTripper {
 	if next == nil {
 		next = http.DefaultTransport

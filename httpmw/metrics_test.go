@@ -19,6 +19,9 @@ import (
 // attributes — url.template is the route's pattern, never the path — and
 // its breakers and retries as for gRPC, named by host and route.
 func TestMetricsOfHTTPCalls(t *testing.T) {
+	if httpmw.CallScope != otelmw.HTTPScope {
+		t.Fatalf("httpmw marks its calls %q, otelmw reads %q", httpmw.CallScope, otelmw.HTTPScope)
+	}
 	h, _ := script(503, 200, 404)
 	b := newBackend(t, h)
 	reader := sdkmetric.NewManualReader()

@@ -19,20 +19,8 @@ type roundTripper struct {
 	next http.RoundTripper
 }
 
-// RoundTrip sends req through its route's policies. It follows the
-// http.RoundTripper contract: req is not modified (each attempt sends a
-// shallow copy with its own context and, after the first, its own body from
-// req.GetBody), and req.Body is closed once, by the transport that sent it
-// or here when no attempt did.
-//
-// It returns the response of the attempt whose answer the call returns,
-// whatever its status: a 4xx or a 5xx is a response, never an error. Its
-// body is read under req's context, not under the timeouts (they bound the
-// wait for the response's header); closing it releases the attempt. The
-// error is a transport error, a timeout (a net.Error whose Timeout is
-// true), or a local rejection (errors.Is with the policy's sentinel:
-// circuitbreaker.ErrOpen, bulkhead.ErrFull, ratelimiter.ErrLimited,
-// throttler.ErrThrottled; [RejectionReason]).
+// RoundTrip sends req through its route's policies (see
+// Chain.RoundTripper).
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := rt.c.router.Load().match(req)
 	m := rt.c.e.Lookup(r.key, r.names)
