@@ -150,8 +150,9 @@ func TestRetriesOnlyIdempotentRequests(t *testing.T) {
 					t.Errorf("request %d carried %q, want the whole body", i+1, got)
 				}
 			}
-			if cs.dialled.Load() != 1 {
-				t.Errorf("%d connections for one call, want 1: every failed attempt's response is read, and its connection reused", cs.dialled.Load())
+			if cs.dialled.Load() != 1 || b.conns.Load() != 1 {
+				t.Errorf("%d connections dialled, %d accepted by the server for one call, want 1: every failed attempt's response is read, and its connection reused",
+					cs.dialled.Load(), b.conns.Load())
 			}
 		})
 	}
