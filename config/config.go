@@ -17,6 +17,9 @@ type Config struct {
 	Defaults        Policies                `yaml:"defaults,omitempty"`
 	RetryThrottling *RetryThrottlingSection `yaml:"retryThrottling,omitempty"`
 	Services        map[string]*Service     `yaml:"services,omitempty"`
+	// Hosts is HTTP's section (httpmw): per host, as a request's URL writes
+	// it, and per route.
+	Hosts map[string]*Host `yaml:"hosts,omitempty"`
 	// OutlierDetection turns on per-endpoint ejection in the load balancer
 	// that DialOptions installs (docs/outlier.md).
 	OutlierDetection *OutlierDetectionSection `yaml:"outlierDetection,omitempty"`
@@ -33,6 +36,15 @@ type Config struct {
 type Service struct {
 	Policies `yaml:",inline"`
 	Methods  map[string]*Policies `yaml:"methods,omitempty"`
+}
+
+// Host configures one HTTP host, by host[:port] as a request's URL writes
+// it ("api.weather.example", "127.0.0.1:8080"), and its routes by net/http
+// ServeMux pattern ("GET /v1/current/{city}"). Its status codes are HTTP
+// status numbers.
+type Host struct {
+	Policies `yaml:",inline"`
+	Routes   map[string]*Policies `yaml:"routes,omitempty"`
 }
 
 // Policies is one level's settings for each policy.
@@ -138,22 +150,37 @@ type Names []string
 // IsZero reports whether the list is unset (nil).
 func (ns Names) IsZero() bool { return ns == nil }
 
-// Codes is a list of status codes: gRPC codes, written by their canonical
-// names, in a gRPC scope (defaults, services). A nil list inherits; an
-// empty, non-nil list means "none".
+// Codes is a list of status codes: gRPC codes (0–16), written by their
+// canonical names, in a gRPC scope (defaults, services); HTTP status numbers
+// (100–599) in an HTTP scope (hosts). A nil list inherits; an empty, non-nil
+// list means "none".
 type Codes []codes.Code
 
 // IsZero reports whether the list is unset (nil), so that an explicit empty
 // list ("none") is written out and survives a round trip.
 func (cs Codes) IsZero() bool { return cs == nil }
 
-// MarshalYAML writes the codes' canonical names.
+// MarshalYAML writes gRPC codes by their canonical names and HTTP statuses
+// as numbers.
 func (cs Codes) MarshalYAML() (any, error) {
+	out := make([]any, len(cs))
+	for i, c := range cs {
+		if isHTTPStatus(c) {
+			out[i] = int(c)
+		} else {
+			out[i] = CodeName(c)
+		}
+	}
+	return out, nil
+}
+
+// String writes the list as [UNAVAILABLE INTERNAL] or [500 503].
+func (cs Codes) String() string {
 	names := make([]string, len(cs))
 	for i, c := range cs {
 		names[i] = CodeName(c)
 	}
-	return names, nil
+	return "[" + strings.Join(names, " ") + "]"
 }
 
 // Has reports whether c is in the list.
@@ -173,10 +200,14 @@ var codeNames = [...]string{
 	"UNAUTHENTICATED",
 }
 
-// CodeName returns the canonical name of a gRPC code ("UNAVAILABLE").
+// CodeName returns the canonical name of a gRPC code ("UNAVAILABLE"), or
+// the number of an HTTP status ("503").
 func CodeName(c codes.Code) string {
 	if int(c) < len(codeNames) {
 		return codeNames[c]
+	}
+	if isHTTPStatus(c) {
+		return strconv.Itoa(int(c))
 	}
 	return "CODE_" + strconv.Itoa(int(c))
 }

@@ -5,16 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/retry"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Issue 20 item 2: the built-in defaults are each policy package's
 // DefaultConfig, except the one named override (failureRateThreshold 80).

@@ -146,6 +146,9 @@ type decoder struct {
 	failed map[string][]string
 	// lines holds the line of each key decoded, by path.
 	lines map[string]int
+	// http is set while the hosts section is decoded: its status codes are
+	// HTTP status numbers.
+	http bool
 }
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
@@ -301,7 +304,12 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) bool {
 			d.section = ""
 			continue
 		}
-		if d.value(val, kp, f) && (v.Type() == breakerType || v.Type() == policiesType) {
+		d.http = d.http || (path == "" && k.Value == "hosts")
+		ok = d.value(val, kp, f)
+		if path == "" {
+			d.http = false
+		}
+		if ok && (v.Type() == breakerType || v.Type() == policiesType) {
 			key := k.Value
 			if v.Type() == policiesType {
 				key = "policies." + key
@@ -401,9 +409,13 @@ func (d *decoder) codes(n *yaml.Node, path string, v reflect.Value) bool {
 		if !d.count(e, ep) {
 			return false
 		}
-		c, known := parseCode(e.Value)
+		parse, want := parseCode, "a gRPC code name such as UNAVAILABLE, or a number 0-16"
+		if d.http {
+			parse, want = parseHTTPCode, "an HTTP status number 100-599 under hosts"
+		}
+		c, known := parse(e.Value)
 		if e.Kind != yaml.ScalarNode || !known {
-			d.fail(e, ep, "unknown status code %s (a gRPC code name such as UNAVAILABLE, or a number 0-16)", show(e))
+			d.fail(e, ep, "unknown status code %s (%s)", show(e), want)
 			ok = false
 			continue
 		}

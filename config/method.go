@@ -16,12 +16,15 @@ import (
 // policies from. A nil Config is a policy that is off.
 type Method struct {
 	// Service and Name are the method's service and short name, as the
-	// configuration writes them ("payment.PaymentService", "Charge").
+	// configuration writes them ("payment.PaymentService", "Charge"); for
+	// HTTP, the host and the route's pattern ("api.weather.example",
+	// "GET /v1/current/{city}").
 	Service, Name string
 	// Key names the policies the method shares with the other methods of
 	// its key: the service ("pkg.Svc") with circuitBreaker.keyBy: service,
-	// the method ("pkg.Svc/Method") with keyBy: method. The breaker,
-	// bulkhead, adaptive throttler and rate limiter are kept by key.
+	// the method ("pkg.Svc/Method") with keyBy: method; for HTTP, the host
+	// or "host/route". The breaker, bulkhead, adaptive throttler and rate
+	// limiter are kept by key.
 	Key string
 
 	Breaker     *circuitbreaker.Config
@@ -71,15 +74,22 @@ const (
 	HTTP
 )
 
-// Resolve resolves the settings of name in group for scope: [Config.Method]
-// for gRPC.
+// Resolve resolves the settings of name in group for scope:
+// [Config.Method] for gRPC (a service and a method), [Config.Route] for
+// HTTP (a host and a route).
 func (c *Config) Resolve(scope Scope, group, name string) Method {
+	if scope == HTTP {
+		return c.Route(group, name)
+	}
 	return c.Method(group, name)
 }
 
 // HasGroup reports whether the configuration writes group (a service, a
 // host) in scope.
 func (c *Config) HasGroup(scope Scope, group string) bool {
+	if scope == HTTP {
+		return c.Hosts[group] != nil
+	}
 	return c.Services[group] != nil
 }
 
@@ -94,10 +104,19 @@ func (c *Config) Method(svc, name string) Method {
 		mp = s.Methods[name]
 		mpath = Join(spath+".methods", name)
 	}
-	svcEff := resolve(level{"defaults", &c.Defaults}, level{spath, sp})
-	eff := resolve(level{"defaults", &c.Defaults}, level{spath, sp}, level{mpath, mp})
+	return resolveMethod(builtin, &c.Defaults, level{spath, sp}, level{mpath, mp}, svc, name)
+}
+
+// resolveMethod resolves name of group (a method of a service, a route of a
+// host), whose levels are gl and nl, over defaults and the built-in base.
+func resolveMethod(base func() Policies, defaults *Policies, gl, nl level, group, name string) Method {
+	dlv := level{"defaults", defaults}
+	sp, mp := gl.p, nl.p
+	svc := group
+	svcEff := resolveFrom(base(), dlv, gl)
+	eff := resolveFrom(base(), dlv, gl, nl)
 	m := Method{Service: svc, Name: name, Key: svc, Observe: *eff.Mode == ModeObserve}
-	shared, sharedLevels := svcEff, []*Policies{&c.Defaults, sp}
+	shared, sharedLevels := svcEff, []*Policies{defaults, sp}
 	if *svcEff.CircuitBreaker.KeyBy == KeyByMethod {
 		m.Key, shared, sharedLevels = svc+"/"+name, eff, append(sharedLevels, mp)
 	}
@@ -121,7 +140,7 @@ func (c *Config) Method(svc, name string) Method {
 	r := eff.Retry
 	m.RetryableCodes = r.RetryableStatusCodes
 	switch {
-	case hedgingOn(&c.Defaults, sp, mp):
+	case hedgingOn(defaults, sp, mp):
 		cfg, _ := HedgeConfig(eff.Hedging)
 		cfg.Name = svc + "/" + name
 		m.Hedge, m.NonFatalCodes = &cfg, eff.Hedging.NonFatalStatusCodes
@@ -130,7 +149,7 @@ func (c *Config) Method(svc, name string) Method {
 		cfg.Name = svc + "/" + name
 		m.Retry = &cfg
 	}
-	if deadLetterOn(&c.Defaults, sp, mp) && shared.DeadLetter != nil {
+	if deadLetterOn(defaults, sp, mp) && shared.DeadLetter != nil {
 		// The queue is the key's; which rejections defer is the method's.
 		if dl, err := DeadLetterConfig(shared.DeadLetter); err == nil {
 			if on, err := DeadLetterConfig(&DeadLetterSection{On: eff.DeadLetter.On}); err == nil && eff.DeadLetter.On != nil {

@@ -135,8 +135,10 @@ type level struct {
 
 // resolve merges levels field by field, the last one winning, over the
 // built-in defaults.
-func resolve(levels ...level) Policies {
-	out := builtin()
+func resolve(levels ...level) Policies { return resolveFrom(builtin(), levels...) }
+
+// resolveFrom merges levels field by field, the last one winning, over out.
+func resolveFrom(out Policies, levels ...level) Policies {
 	for _, l := range levels {
 		if l.p != nil {
 			mergeInto(reflect.ValueOf(&out).Elem(), reflect.ValueOf(l.p).Elem())

@@ -93,6 +93,7 @@ func (c *Config) validate(failed map[string][]string, lines map[string]int, chec
 	if kb := c.Defaults.CircuitBreaker; kb != nil && kb.KeyBy != nil {
 		checkKeyBy(*kb.KeyBy, "defaults.circuitBreaker.keyBy", add)
 	}
+	checkCodes(&c.Defaults, "defaults", false, add)
 	checkLevel([]level{defaults}, "defaults", failed, add)
 	for _, name := range sortedNames(c.Services) {
 		svc := c.Services[name]
@@ -107,6 +108,7 @@ func (c *Config) validate(failed map[string][]string, lines map[string]int, chec
 		if kb := svc.CircuitBreaker; kb != nil && kb.KeyBy != nil {
 			checkKeyBy(*kb.KeyBy, spath+".circuitBreaker.keyBy", add)
 		}
+		checkCodes(&svc.Policies, spath, false, add)
 		checkLevel(sl, spath, failed, add)
 		keyBy := *resolve(sl...).CircuitBreaker.KeyBy
 		for _, m := range sortedNames(svc.Methods) {
@@ -122,9 +124,11 @@ func (c *Config) validate(failed map[string][]string, lines map[string]int, chec
 			if mp.DeadLetter != nil && keyBy == KeyByService && c.Defaults.DeadLetter == nil && svc.DeadLetter == nil {
 				add(mpath+".deadLetter", "with keyBy: service the queue is the service's: write deadLetter on the service or in defaults, and here only on and enabled")
 			}
+			checkCodes(mp, mpath, false, add)
 			checkLevel(append(sl, level{path: mpath, p: mp}), mpath, failed, add)
 		}
 	}
+	c.checkHosts(failed, add)
 	return errors.Join(errs...)
 }
 
@@ -196,7 +200,12 @@ func setKeys(section any) []string {
 // reporting each problem at the level that set the key, unless it involves
 // a key of failed (see validate).
 func checkLevel(levels []level, here string, failed map[string][]string, add func(path, problem string)) {
-	eff := resolve(levels...)
+	checkLevelFrom(builtin, levels, here, failed, add)
+}
+
+// checkLevelFrom is checkLevel over the built-in defaults base.
+func checkLevelFrom(base func() Policies, levels []level, here string, failed map[string][]string, add func(path, problem string)) {
+	eff := resolveFrom(base(), levels...)
 	if m := *eff.Mode; m != ModeEnforce && m != ModeObserve {
 		path := here + ".mode"
 		for _, l := range levels {

@@ -262,7 +262,8 @@ func ExampleRows() {
 	// Retries: 2 panels
 	// Hedging: 2 panels
 	// Bulkheads: 3 panels
-	// Logical calls (what the application waited for): 4 panels
+	// Logical gRPC calls (what the application waited for): 4 panels
+	// Logical HTTP calls (httpmw): 3 panels
 	// Rate limiters: 1 panels
 	// Adaptive throttling and observe mode: 2 panels
 	// Outlier ejection (endpoints taken out of load balancing): 2 panels
@@ -286,7 +287,7 @@ func ExampleJSON() {
 		return
 	}
 	fmt.Println(d.UID, len(d.Panels), "panels and rows")
-	// Output: meshless-resilience 33 panels and rows
+	// Output: meshless-resilience 40 panels and rows
 }
 
 // No panel option is an empty string (the SDK's zero value where Grafana

@@ -19,6 +19,8 @@ const (
 	limiterM   = `meshless_rate_limiter_name=~"$breaker"`
 	throttlerM = `meshless_throttler_name=~"$breaker"`
 	methodM    = `rpc_method=~"$method"`
+	grpcM      = `rpc_system_name="grpc"`  // a gRPC call's meshless.call.duration
+	httpM      = `http_request_method!=""` // an HTTP call's
 	serverM    = `server_address=~"$server"`
 )
 

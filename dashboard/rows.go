@@ -166,11 +166,11 @@ func bulkheadsRow() Row {
 
 func callsRow() Row {
 	count := func(m ...string) string {
-		return sel("meshless_call_duration_seconds_count", append([]string{methodM}, m...)...)
+		return sel("meshless_call_duration_seconds_count", append([]string{grpcM, methodM}, m...)...)
 	}
-	buckets := sel("meshless_call_duration_seconds_bucket", methodM)
+	buckets := sel("meshless_call_duration_seconds_bucket", grpcM, methodM)
 	all := sumBy("rpc_method", rate(count()))
-	return Row{Title: "Logical calls (what the application waited for)", Panels: []cog.Builder[grafana.Panel]{
+	return Row{Title: "Logical gRPC calls (what the application waited for)", Panels: []cog.Builder[grafana.Panel]{
 		series("Latency of logical calls",
 			"p99 and p50 of meshless.call.duration per method: every attempt, backoff and rejection together, as the caller saw it. Rejected calls are fast, so an open breaker pulls these down.",
 			"s", half,
@@ -191,6 +191,34 @@ func callsRow() Row {
 			"reqps", half,
 			query(sumBy("rpc_method, meshless_timeout_kind", rate(sel("meshless_timeout_calls_total", methodM, `meshless_timeout_outcome="timed_out"`))),
 				"{{rpc_method}} {{meshless_timeout_kind}}")),
+	}}
+}
+
+// httpRow is httpmw's calls: meshless.call.duration with OpenTelemetry's
+// HTTP attributes, by host (server.address) and route (url.template, the
+// route's pattern; none when no route matched). The retry, timeout and
+// hedging panels above show HTTP routes too, as host/route in rpc.method.
+func httpRow() Row {
+	count := func(m ...string) string {
+		return sel("meshless_call_duration_seconds_count", append([]string{httpM}, m...)...)
+	}
+	buckets := sel("meshless_call_duration_seconds_bucket", httpM)
+	const route = "server_address, url_template"
+	const legend = "{{server_address}}{{url_template}}"
+	return Row{Title: "Logical HTTP calls (httpmw)", Panels: []cog.Builder[grafana.Panel]{
+		series("HTTP latency per route",
+			"p99 and p50 of meshless.call.duration per host and route (url.template: the route's net/http pattern, never a path; none when no route of the host matched; _OTHER: the hosts the configuration does not name), every attempt and backoff together, up to the response's header.",
+			"s", third,
+			query(quantile("0.99", route, buckets), legend+" p99"),
+			query(quantile("0.5", route, buckets), legend+" p50")),
+		series("HTTP calls by status",
+			"Calls per second per host, route and the status of the response the caller got (http.response.status_code): a 4xx or 5xx is a response, not an error, in httpmw. Calls that got no response (a transport error, a timeout, a rejection) have no status: see error.type.",
+			"reqps", third,
+			query(sumBy(route+", http_response_status_code", rate(count())), legend+" {{http_response_status_code}}")),
+		series("HTTP calls by error.type",
+			"Calls per second that did not end 2xx or 3xx, by error.type: the status for a 4xx or 5xx (\"503\"), a transport error (timeout, connection_refused, dns, tls…) or meshless's own refusals (circuit_open, bulkhead_full, rate_limited, throttled).",
+			"reqps", third,
+			query(sumBy(route+", error_type", rate(count(`error_type!=""`))), legend+" {{error_type}}")),
 	}}
 }
 

@@ -111,6 +111,8 @@ func startHedgingClient(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { obs.Close() }) //nolint:errcheck // idempotent, nothing to report
+	// The HTTP row's calls, on the same /metrics.
+	startHTTPClient(t, obs)
 
 	cfg, err := grpcmw.ParseConfig([]byte(hedgingYAML))
 	if err != nil {

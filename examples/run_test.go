@@ -23,7 +23,7 @@ var runs = map[string]struct {
 }{
 	"basic":   {nil, []string{`Check(""): SERVING`, `Check("no.such.Service"): error NotFound`, "breaker: CLOSED"}},
 	"server":  {[]string{"-limit", "2", "-extra", "2", "-pushback", "250ms"}, []string{"reason BULKHEAD_FULL, grpc-retry-pushback-ms: [250]", "attempts that reached the server: 1", "a new call: OK"}},
-	"weather": {[]string{"-phase", "250ms", "-callers", "3"}, []string{"the API is failing", "HTTP requests that reached the API"}},
+	"weather": {[]string{"-phase", "300ms", "-rate", "40", "-patience", "1s"}, []string{"the API is failing", "recovered  meshless", "goroutines"}},
 }
 
 // TestEveryExampleRuns builds every program under examples/ but chaos and

@@ -138,7 +138,7 @@ func TestInvalidConfigNamesThePath(t *testing.T) {
 		yaml string
 		want string // a line of the error
 	}{
-		{"unknown top-level key", "default: {}", `default: unknown key (known here: cluster, defaults, healthCheck, outlierDetection, retryThrottling, services)`},
+		{"unknown top-level key", "default: {}", `default: unknown key (known here: cluster, defaults, healthCheck, hosts, outlierDetection, retryThrottling, services)`},
 		{"unknown section", "defaults: { retries: {} }", "defaults.retries: unknown key"},
 		{"unknown breaker key", "defaults: { circuitBreaker: { failureRate: 50 } }", "defaults.circuitBreaker.failureRate: unknown key"},
 		{"unknown method key", "services: { payment.PaymentService: { methods: { Charge: { retry: { attempts: 2 } } } } }", svc + ".methods.Charge.retry.attempts: unknown key"},

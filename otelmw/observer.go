@@ -176,7 +176,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 	)(noop.Int64Counter{})
 	o.callDuration = instrument(m.Float64Histogram(metricCallDuration,
 		metric.WithUnit("s"),
-		metric.WithDescription("The duration of logical gRPC client calls: every attempt and backoff, as the caller saw it."),
+		metric.WithDescription("The duration of logical client calls, gRPC and HTTP: every attempt and backoff, as the caller saw it."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...)),
 	)(noop.Float64Histogram{})
 
@@ -296,6 +296,9 @@ func (o *Observer) Attach(src resilience.Source) resilience.Recorder {
 		r.zero()
 		return r
 	case resilience.KindCall:
+		if src.Scope == HTTPScope {
+			return newHTTPCallRecorder(o, src.Name)
+		}
 		return newCallRecorder(o, src.Name)
 	case resilience.KindOutlier:
 		if l := o.outlierListener(); l != nil {

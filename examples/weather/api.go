@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -12,46 +13,71 @@ import (
 type phase int
 
 const (
-	healthy phase = iota // answers in a few milliseconds
-	failing              // answers 503 Service Unavailable
-	hanging              // does not answer until the client gives up
+	healthy   phase = iota // answers in a few milliseconds
+	slow                   // holds each request for -hang, unless the client gives up first
+	failing                // answers 503 Service Unavailable at once
+	recovered              // healthy again
 )
 
-func (p phase) String() string { return [...]string{"healthy", "failing", "hanging"}[p] }
+var phases = [...]string{"healthy", "slow", "failing", "recovered"}
 
-// api is a local stand-in for a weather API: GET /forecast?city=NAME answers
-// a small JSON forecast, 404 for a city it does not know, and fails or hangs
-// as its phase says.
+func (p phase) String() string { return phases[p] }
+
+// api is a local stand-in for a weather API: GET /v1/current/{city}
+// answers a small JSON forecast, or fails or hangs as its phase says. It
+// counts the requests of each caller (the X-Caller header) per phase.
 type api struct {
-	srv      *httptest.Server
-	phase    atomic.Int32
-	requests atomic.Int64 // requests that reached the API
+	srv   *httptest.Server
+	hang  time.Duration
+	phase atomic.Int32
+	mu    sync.Mutex
+	reqs  map[string]*[len(phases)]int
 }
 
-func newAPI() *api {
-	a := &api{}
-	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
+func newAPI(hang time.Duration) *api {
+	a := &api{hang: hang, reqs: map[string]*[len(phases)]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/current/{city}", a.current)
+	a.srv = httptest.NewServer(mux)
 	return a
 }
 
 func (a *api) set(p phase) { a.phase.Store(int32(p)) }
 
-func (a *api) serve(w http.ResponseWriter, r *http.Request) {
-	a.requests.Add(1)
-	switch phase(a.phase.Load()) {
+func (a *api) current(w http.ResponseWriter, r *http.Request) {
+	p := phase(a.phase.Load())
+	a.mu.Lock()
+	counts := a.reqs[r.Header.Get("X-Caller")]
+	if counts == nil {
+		counts = new([len(phases)]int)
+		a.reqs[r.Header.Get("X-Caller")] = counts
+	}
+	counts[p]++
+	a.mu.Unlock()
+	switch p {
+	case slow:
+		t := time.NewTimer(a.hang)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done(): // the client gave up
+			return
+		}
 	case failing:
 		http.Error(w, "upstream overloaded", http.StatusServiceUnavailable)
-		return
-	case hanging:
-		<-r.Context().Done() // the client gave up
-		return
-	}
-	city := r.URL.Query().Get("city")
-	if city == "Atlantis" {
-		http.Error(w, "no such city", http.StatusNotFound)
 		return
 	}
 	time.Sleep(2 * time.Millisecond) // the API's own work
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"city":%q,"tempC":21}`, city)
+	fmt.Fprintf(w, `{"city":%q,"tempC":21}`, r.PathValue("city"))
+}
+
+// requests returns the requests caller sent in phase p.
+func (a *api) requests(caller string, p phase) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c := a.reqs[caller]; c != nil {
+		return c[p]
+	}
+	return 0
 }

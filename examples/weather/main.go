@@ -1,208 +1,256 @@
-// Command weather guards a plain HTTP call — a weather API — with meshless's
-// policies used directly, without gRPC: an overall timeout, retries, a
-// circuit breaker, a bulkhead and a per-attempt timeout, in the order grpcmw
-// uses (docs/order.md). A local httptest server stands in for the API; it is
-// healthy, then hangs, then fails with 503, then recovers.
+// Command weather runs the scenario meshless started from: a service calls
+// an external weather API; the API turns slow (each request hangs), then
+// fails, then recovers. Two copies of the same service run side by side,
+// each in a process of its own: "bare", whose http.Client has a 30 s
+// timeout, and "meshless", whose client goes through httpmw. Users call
+// both at the same rate; the program prints, per phase, each service's own
+// latency, how its answers ended, its peak goroutine count, and the
+// requests it sent the API.
 //
 //	go run ./examples/weather
-//	go run ./examples/weather -phase 300ms
+//	go run ./examples/weather -phase 300ms -rate 50
 package main
 
 import (
-	"context"
-	"errors"
+	"bufio"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
-
-	"github.com/meshless/meshless/bulkhead"
-	"github.com/meshless/meshless/circuitbreaker"
-	"github.com/meshless/meshless/resilience"
-	"github.com/meshless/meshless/retry"
-	"github.com/meshless/meshless/timeout"
 )
 
-// statusError is an HTTP answer that is not 2xx.
-type statusError struct{ code int }
-
-func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d", e.code) }
-
-// classify says what an outcome means for the API's health. A 4xx is the API
-// working and saying no — a business answer, a success for the breaker, not
-// retried; a 5xx, a transport error or a deadline is a failure; meshless's own
-// rejections and a cancelled caller say nothing about the API.
-func classify(err error) resilience.Outcome {
-	var se *statusError
-	if errors.As(err, &se) && se.code < 500 {
-		return resilience.Success
-	}
-	return resilience.DefaultClassifier(err)
-}
-
-// retryable retries what may pass on another attempt: 502, 503, 504, a
-// transport error, an attempt's timeout. Rejections are never retried,
-// whatever this says.
-func retryable(err error) bool {
-	var se *statusError
-	if errors.As(err, &se) {
-		return se.code == http.StatusBadGateway || se.code == http.StatusServiceUnavailable || se.code == http.StatusGatewayTimeout
-	}
-	return classify(err) == resilience.Failure
-}
-
-// newGuard builds the policies, outermost first; obs sees the breaker's
-// events.
-func newGuard(obs resilience.Observer) (resilience.Chain, error) {
-	overall, err := timeout.New(time.Second, timeout.WithScope(timeout.Overall))
-	if err != nil {
-		return resilience.Chain{}, err
-	}
-	rt, err := retry.New(retry.WithMaxAttempts(3), retry.WithInitialBackoff(10*time.Millisecond),
-		retry.WithRetryable(retryable))
-	if err != nil {
-		return resilience.Chain{}, err
-	}
-	cb, err := circuitbreaker.New(circuitbreaker.WithName("weather-api"),
-		circuitbreaker.WithSlidingWindowSize(20), circuitbreaker.WithMinimumNumberOfCalls(10),
-		circuitbreaker.WithFailureRateThreshold(50), circuitbreaker.WithWaitDurationInOpenState(200*time.Millisecond),
-		circuitbreaker.WithMaxWaitDurationInOpenState(400*time.Millisecond),
-		circuitbreaker.WithClassifier(classify), circuitbreaker.WithObserver(obs))
-	if err != nil {
-		return resilience.Chain{}, err
-	}
-	bh, err := bulkhead.New(bulkhead.WithName("weather-api"), bulkhead.WithMaxConcurrentCalls(3))
-	if err != nil {
-		return resilience.Chain{}, err
-	}
-	perAttempt, err := timeout.New(100 * time.Millisecond)
-	if err != nil {
-		return resilience.Chain{}, err
-	}
-	return resilience.NewChain(overall, rt, cb, bh, perAttempt), nil
-}
-
-// forecast is the guarded call: one GET, its status as an error.
-func forecast(ctx context.Context, base, city string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/forecast?city="+city, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode/100 != 2 {
-		return "", &statusError{resp.StatusCode}
-	}
-	return string(body), nil
-}
-
 func main() {
-	length := flag.Duration("phase", time.Second, "the length of each of the API's phases")
-	callers := flag.Int("callers", 4, "goroutines calling the API in a loop")
-	pause := flag.Duration("pause", 10*time.Millisecond, "each caller's pause between calls")
+	length := flag.Duration("phase", time.Second, "the length of each of the API's four phases")
+	rate := flag.Int("rate", 100, "requests per second users send to each service")
+	patience := flag.Duration("patience", 2*time.Second, "how long a user waits for the service's answer")
+	hang := flag.Duration("hang", 30*time.Second, "how long the slow API holds a request")
+	mode := flag.String("serve", "", "(internal) run one copy of the service: bare or meshless")
+	apiURL := flag.String("api", "", "(internal) the weather API's URL, with -serve")
 	flag.Parse()
-	if err := run(*length, *callers, *pause); err != nil {
+	var err error
+	if *mode != "" {
+		err = serve(*mode, *apiURL)
+	} else {
+		err = run(*length, *rate, *patience, *hang)
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(length time.Duration, callers int, pause time.Duration) error {
-	var (
-		mu    sync.Mutex
-		tally = map[string]int{}
-		start = time.Now()
-	)
-	// The breaker's transitions, printed as they happen.
-	obs := resilience.ObserverFunc(func(resilience.Source) resilience.Recorder {
-		return resilience.RecorderFunc(func(_ context.Context, e resilience.Event) {
-			if e.Type == resilience.EventTransition {
-				fmt.Printf("%5.2fs   breaker %v → %v (%v)\n", time.Since(start).Seconds(), e.From, e.To, e.Reason)
-			}
-		})
-	})
-	guard, err := newGuard(obs)
+var modes = []string{"bare", "meshless"}
+
+// child is one copy of the service, running in its own process.
+type child struct {
+	mode  string
+	addr  string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string // what it prints after its address
+}
+
+func start(mode, apiURL string) (*child, error) {
+	exe, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	a := newAPI()
+	c := &child{mode: mode, cmd: exec.Command(exe, "-serve", mode, "-api", apiURL), lines: make(chan string, 64)}
+	c.cmd.Stderr = os.Stderr
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() {
+		c.stop()
+		return nil, fmt.Errorf("the %s service did not start", mode)
+	}
+	c.addr = sc.Text()
+	go func() {
+		defer close(c.lines)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+	}()
+	return c, nil
+}
+
+func (c *child) stop() {
+	c.stdin.Close()
+	c.cmd.Wait() //nolint:errcheck // it exits when its stdin closes
+}
+
+// goroutines asks the child for its goroutine count.
+func (c *child) goroutines(client *http.Client) int {
+	resp, err := client.Get("http://" + c.addr + "/goroutines")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n, _ := strconv.Atoi(string(b))
+	return n
+}
+
+// tally is what one service's users saw in one phase.
+type tally struct {
+	latencies          []time.Duration
+	ok, failed, gaveUp int
+	goroutines         int // the peak
+}
+
+func run(length time.Duration, rate int, patience, hang time.Duration) error {
+	if rate < 1 || length <= 0 || patience <= 0 {
+		return fmt.Errorf("-rate, -phase and -patience must be positive")
+	}
+	a := newAPI(hang)
 	defer a.srv.Close()
-	record := func(outcome string) {
+	start0 := time.Now()
+	stamp := func() string { return fmt.Sprintf("%5.2fs", time.Since(start0).Seconds()) }
+	children := map[string]*child{}
+	for _, m := range modes {
+		c, err := start(m, a.srv.URL)
+		if err != nil {
+			return err
+		}
+		defer c.stop()
+		children[m] = c
+		go func() {
+			for l := range c.lines {
+				fmt.Printf("%s %-8s %s\n", stamp(), m, l)
+			}
+		}()
+	}
+	var (
+		mu      sync.Mutex
+		tallies = map[string]*[len(phases)]tally{"bare": {}, "meshless": {}}
+		current phase
+	)
+	users := &http.Client{Timeout: patience, Transport: &http.Transport{MaxIdleConnsPerHost: 1000}}
+	defer users.CloseIdleConnections()
+	call := func(m string, p phase) {
+		t0 := time.Now()
+		resp, err := users.Get("http://" + children[m].addr + "/weather?city=lisbon")
+		d := time.Since(t0)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body) //nolint:errcheck
+			resp.Body.Close()
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		tally[outcome]++
+		t := &tallies[m][p]
+		switch {
+		case err != nil:
+			t.gaveUp++
+			d = patience
+		case resp.StatusCode == http.StatusOK:
+			t.ok++
+		default:
+			t.failed++
+		}
+		t.latencies = append(t.latencies, d)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Go(func() {
-			for n := 0; ctx.Err() == nil; n++ {
-				city := "Lisbon"
-				if (n+i)%10 == 0 {
-					city = "Atlantis" // the API answers 404: a business answer
-				}
-				err := guard.Execute(ctx, func(ctx context.Context) error {
-					_, err := forecast(ctx, a.srv.URL, city)
-					return err
-				})
-				record(outcomeOf(err))
-				time.Sleep(pause)
-			}
-		})
-	}
-	for _, p := range []phase{healthy, hanging, failing, healthy} {
-		a.set(p)
-		fmt.Printf("%5.2fs the API is %v\n", time.Since(start).Seconds(), p)
-		time.Sleep(length)
-	}
-	stop()
-	wg.Wait()
 
-	fmt.Printf("\n%-44s %6s\n", "outcome of each guarded call", "calls")
-	total := 0
-	for _, o := range outcomes {
-		fmt.Printf("%-44s %6d\n", o, tally[o])
-		total += tally[o]
+	// Sample each service's goroutines while the phases run.
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		probe := &http.Client{Timeout: time.Second}
+		tick := time.NewTicker(25 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+			}
+			for _, m := range modes {
+				n := children[m].goroutines(probe)
+				mu.Lock()
+				t := &tallies[m][current]
+				t.goroutines = max(t.goroutines, n)
+				mu.Unlock()
+			}
+		}
+	}()
+
+	fmt.Printf("%s the weather API at %s; services: bare at %s, meshless at %s; %d requests/s to each\n",
+		stamp(), a.srv.URL, children["bare"].addr, children["meshless"].addr, rate)
+	var wg sync.WaitGroup
+	every := time.Second / time.Duration(rate)
+	for p := range phase(len(phases)) {
+		a.set(p)
+		mu.Lock()
+		current = p
+		mu.Unlock()
+		fmt.Printf("%s the API is %v\n", stamp(), p)
+		tick := time.NewTicker(every)
+		end := time.After(length)
+	send:
+		for {
+			select {
+			case <-end:
+				break send
+			case <-tick.C:
+				for _, m := range modes {
+					wg.Go(func() { call(m, p) })
+				}
+			}
+		}
+		tick.Stop()
 	}
-	fmt.Printf("%-44s %6d\n", "all", total)
-	fmt.Printf("%-44s %6d\n", "HTTP requests that reached the API", a.requests.Load())
+	fmt.Printf("%s waiting for the users still waiting (at most -patience, %v)\n", stamp(), patience)
+	wg.Wait()
+	close(stopSampling)
+	<-sampled
+	report(tallies, a)
 	return nil
 }
 
-var outcomes = []string{
-	"ok",
-	"404 (a business answer: success, not retried)",
-	"failed (5xx or transport, retries exhausted)",
-	"timed out",
-	"rejected: circuit open",
-	"rejected: bulkhead full",
-	"cancelled (the run ended)",
+func report(tallies map[string]*[len(phases)]tally, a *api) {
+	fmt.Printf("\n%-10s %-9s %6s %6s %6s %8s %9s %9s %11s %9s\n",
+		"API phase", "service", "users", "ok", "failed", "gave up", "p50", "p99", "goroutines", "API reqs")
+	for p := range phase(len(phases)) {
+		for _, m := range modes {
+			t := tallies[m][p]
+			fmt.Printf("%-10s %-9s %6d %6d %6d %8d %9s %9s %11d %9d\n",
+				p, m, len(t.latencies), t.ok, t.failed, t.gaveUp,
+				quantile(t.latencies, 0.5), quantile(t.latencies, 0.99), t.goroutines, a.requests(m, p))
+		}
+	}
+	fmt.Println(`
+ok: the service answered 200; failed: it answered an error (meshless: at once);
+gave up: the user stopped waiting after -patience. p50/p99: the service's
+latency as its users saw it. goroutines: the service process's peak.`)
 }
 
-func outcomeOf(err error) string {
-	var se *statusError
-	switch {
-	case err == nil:
-		return outcomes[0]
-	case errors.As(err, &se) && se.code == http.StatusNotFound:
-		return outcomes[1]
-	case errors.Is(err, circuitbreaker.ErrOpen):
-		return outcomes[4]
-	case errors.Is(err, bulkhead.ErrFull):
-		return outcomes[5]
-	case errors.Is(err, timeout.ErrTimeout):
-		return outcomes[3]
-	case errors.Is(err, context.Canceled):
-		return outcomes[6]
+func quantile(ds []time.Duration, q float64) string {
+	if len(ds) == 0 {
+		return "-"
 	}
-	return outcomes[2]
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	d := s[min(len(s)-1, int(q*float64(len(s))))]
+	switch {
+	case d >= time.Second:
+		return strings.TrimSuffix(fmt.Sprintf("%.2fs", d.Seconds()), "")
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%dµs", d.Microseconds())
 }

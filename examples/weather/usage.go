@@ -11,17 +11,21 @@ func init() { flag.Usage = usage }
 func usage() {
 	fmt.Fprint(flag.CommandLine.Output(), `usage: go run ./examples/weather [flags]
 
-meshless's policies used directly, without gRPC, around a plain HTTP call: an
-overall timeout, retries, a circuit breaker, a bulkhead and a per-attempt
-timeout guard the calls of -callers goroutines to a weather API (a local
-httptest server, 127.0.0.1). A 404 for an unknown city is a business answer: a
-success for the breaker, never retried. The API is healthy, then hangs, then
-fails with 503, then is healthy again, each for -phase; the program prints the
-breaker's transitions as they happen, then how every call ended and how many
-HTTP requests reached the API.
+The scenario meshless started from: a service calls an external weather API
+(a local httptest server, 127.0.0.1), and the API turns slow — each request
+hangs for -hang — then fails with 503, then recovers, each phase lasting
+-phase. Two copies of the same service run side by side, each in a process
+of its own: "bare", with a plain http.Client (30 s timeout), and "meshless",
+the same client through httpmw (timeouts, a circuit breaker, a bulkhead, one
+retry). Users send -rate requests a second to each copy and give up after
+-patience. The breaker's transitions print as they happen; at the end, per
+phase and per service: the users' answers (ok, failed, gave up), the
+service's latency as they saw it (p50, p99), the service process's peak
+goroutine count, and the requests it sent the API.
 
-It runs for 4 x -phase: about 4 s with the defaults (4.2 s measured), 1.3 s
-with -phase 300ms.
+It runs for 4 x -phase plus at most -patience: 4.3 s with the defaults
+(measured; the users of the slow phase give up 2 s after it began), 1.8 s
+with -phase 300ms -rate 40 -patience 1s.
 
 Flags:
 `)

@@ -202,11 +202,15 @@ func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 }
 
 // RunOnce runs a unary call that can make one attempt only (a hedging
-// method's call whose copies the transport cannot keep apart): the overall
-// timeout, the gates and the attempt.
+// method's call whose copies the transport cannot keep apart; an HTTP
+// request that may not be sent twice): the overall timeout, the gates and
+// the attempt. A retrying method's attempt policy counts the call as one
+// that could not be retried ([Call.Done]).
 func (m *Method) RunOnce(ctx context.Context, a Attempt) error {
 	c := m.Begin(ctx, false)
-	return c.End(c.attempt(c.ctx, a, 1))
+	err := c.attempt(c.ctx, a, 1)
+	c.Done(err)
+	return c.End(err)
 }
 
 // retried runs the attempts while the attempt policy allows. Every attempt

@@ -61,13 +61,19 @@ func (c *classes) outcome(err error) resilience.Outcome {
 type matcher struct {
 	t     Transport
 	codes codeSet
+	// uncoded: an error without a code matches too (Options.RetryUncoded).
+	uncoded bool
 }
 
-// match: one of the codes, and not a rejection a downstream meshless made
-// (an answer, never retried nor hedged, at any hop).
+// match: one of the codes (or, with uncoded, an error that carries none and
+// is no local rejection), and not a rejection a downstream meshless made (an
+// answer, never retried nor hedged, at any hop).
 func (m *matcher) match(err error) bool {
 	code, ok := m.t.Code(err)
-	if !ok || !m.codes.has(code) {
+	if !ok {
+		return m.uncoded && !resilience.IsRejection(err)
+	}
+	if !m.codes.has(code) {
 		return false
 	}
 	_, relayed := m.t.Relayed(err)

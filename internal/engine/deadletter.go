@@ -171,6 +171,13 @@ type notYet struct{ msg string }
 func (e *notYet) Error() string               { return e.msg }
 func (e *notYet) RejectedBy() resilience.Kind { return resilience.KindDeadLetter }
 
+// replays reports whether the engine keeps calls in dead-letter queues: a
+// client whose transport can replay them (grpcmw's; not yet httpmw's).
+func (e *Engine) replays() bool {
+	_, ok := e.t.(Replayer)
+	return ok && !e.opts.ServerSide && e.opts.Scope == config.GRPC
+}
+
 // hasDeadLetter reports whether any level of cfg writes a deadLetter
 // section.
 func hasDeadLetter(cfg *config.Config) bool {
@@ -198,7 +205,7 @@ func hasDeadLetter(cfg *config.Config) bool {
 // that holds entries of a previous run, so that they are replayed without
 // waiting for a call of that key.
 func (e *Engine) resumeDeadLetters(cfg *config.Config) error {
-	if e.opts.ServerSide || !hasDeadLetter(cfg) {
+	if !e.replays() || !hasDeadLetter(cfg) {
 		return nil
 	}
 	seen := map[string]bool{}

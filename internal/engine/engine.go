@@ -41,6 +41,13 @@ type Options struct {
 	// DeadLetterListener hears the dead-letter queues' events (deferred,
 	// replayed, parked…: otelmw.NewDeadLetterListener records them).
 	DeadLetterListener deadletter.Listener
+	// RetryUncoded makes an attempt's error that carries no status code
+	// (Transport.Code's false: a transport error, an attempt's timeout)
+	// retryable, and non-fatal for hedging, besides the codes the
+	// configuration lists: HTTP's rule (httpmw), where a refused or reset
+	// connection has no status. gRPC's transport errors carry UNAVAILABLE,
+	// so grpcmw leaves it off.
+	RetryUncoded bool
 }
 
 // Engine keeps one client's (or server's) policies, per key, as its
@@ -86,7 +93,7 @@ func New(cfg *config.Config, t Transport, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("must be at least 1, got %d", opts.MaxKeys)
 	}
 	e := &Engine{t: t, opts: opts, realTime: realTime(opts.Clock)}
-	if cfg != nil && hasDeadLetter(cfg) && !opts.ServerSide {
+	if cfg != nil && e.replays() && hasDeadLetter(cfg) {
 		// A breaker that closes replays its key's deferred calls.
 		e.opts.Observer = resilience.Observers(opts.Observer, resilience.ObserverFunc(e.watchCloses))
 	}

@@ -59,10 +59,15 @@ type Method struct {
 // Name returns the method's name for observers: "pkg.Svc/Method".
 func (m *Method) Name() string { return m.name }
 
-// Retries reports whether a call that is not hedged may make more than one
-// attempt, one after another (a stream then keeps what it sent, to replay
-// it). A hedging method's client- and bidi-streaming calls are retried.
+// Retries reports whether the method retries its calls: more than one
+// attempt, one after another.
 func (m *Method) Retries() bool { return m.retries }
+
+// StreamRetries reports whether a stream that is not hedged may make more
+// than one attempt (it then keeps what it sent, to replay it): the method
+// retries, or it hedges — a client- or bidi-streaming call, which cannot be
+// hedged, is retried instead.
+func (m *Method) StreamRetries() bool { return m.retries || m.hedge != nil }
 
 // ReadsPushback reports whether the method's attempt policy reads the
 // server's pushback (engine.WithPushback): it retries, hedges or counts its
@@ -140,10 +145,10 @@ func (e *Engine) build(st *state, group, name string) *Method {
 	if o.ServerSide {
 		return m
 	}
-	m.retryable = matcher{t: e.t, codes: newCodeSet(s.RetryableCodes)}
+	m.retryable = matcher{t: e.t, codes: newCodeSet(s.RetryableCodes), uncoded: o.RetryUncoded}
 	switch {
 	case s.Hedge != nil:
-		m.nonFatal = matcher{t: e.t, codes: newCodeSet(s.NonFatalCodes)}
+		m.nonFatal = matcher{t: e.t, codes: newCodeSet(s.NonFatalCodes), uncoded: o.RetryUncoded}
 		m.hedge = e.newHedge(st, m, *s.Hedge)
 		// A client- or bidi-streaming call cannot be hedged (its messages go
 		// to one stream at a time): it is retried instead, as gRFC A6
@@ -151,7 +156,6 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		// attempts and non-fatal codes, hedgingDelay apart.
 		m.retryable = m.nonFatal
 		m.attempts = e.newRetry(st, m, streamRetry(*s.Hedge), o.Observer)
-		m.retries = true
 	case s.Retry != nil:
 		m.attempts = e.newRetry(st, m, *s.Retry, o.Observer)
 		m.retries = true
@@ -160,7 +164,7 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		rc.MaxAttempts = 1
 		m.attempts = e.newRetry(st, m, rc, nil)
 	}
-	if s.DeadLetter != nil {
+	if s.DeadLetter != nil && e.replays() {
 		q, err := e.queueOf(s.Key, *s.DeadLetter)
 		if err != nil {
 			slog.Error("meshless: the dead-letter queue cannot be opened; the key's calls are not deferred", "key", s.Key, "error", err)

@@ -1,0 +1,159 @@
+package otelmw
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// OpenTelemetry's HTTP semantic conventions: the attributes of an HTTP
+// call's meshless.call.duration.
+const (
+	attrHTTPMethod  = attribute.Key("http.request.method")
+	attrHTTPStatus  = attribute.Key("http.response.status_code")
+	attrServerPort  = attribute.Key("server.port")
+	attrURLTemplate = attribute.Key("url.template")
+)
+
+// HTTPScope is the Scope of the resilience.Source of an HTTP client's
+// logical calls (resilience.KindCall), as httpmw attaches it (its
+// CallScope): the source's Name is "host/route" — host[:port] as the
+// configuration names it, route its net/http pattern; "_OTHER" for what the
+// configuration does not name.
+const HTTPScope = "http"
+
+// HTTPCall is implemented by the context an HTTP client passes with each
+// call's event (httpmw's does): the request's method and the status of the
+// response the call returned.
+type HTTPCall interface {
+	// HTTPRequestMethod returns the request's method ("GET").
+	HTTPRequestMethod() string
+	// HTTPResponseStatusCode returns the status of the response a call that
+	// ended with err returned (err nil: its successful response), or 0 when
+	// it returned none.
+	HTTPResponseStatusCode(err error) int
+}
+
+// httpMethods are the methods OpenTelemetry's conventions know; any other
+// is recorded as "_OTHER".
+var httpMethods = [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", otherValue}
+
+// maxHTTPSets bounds the attribute sets of one route's calls (method ×
+// status × error.type); past it, a call is recorded with method and
+// error.type "_OTHER" and no status.
+const maxHTTPSets = 256
+
+// httpCallRecorder records the duration of one route's logical HTTP calls,
+// with OpenTelemetry's HTTP attributes: http.request.method, server.address
+// and server.port (the configured host), url.template (the route's pattern,
+// never a path), http.response.status_code, error.type.
+type httpCallRecorder struct {
+	o    *Observer
+	base []attribute.KeyValue
+	mu   sync.Mutex
+	sets atomic.Pointer[map[httpKey][]metric.RecordOption] // copy on write, under mu
+}
+
+type httpKey struct {
+	method    uint8 // index in httpMethods; len(httpMethods) when unknown
+	status    uint16
+	errorType string
+}
+
+func newHTTPCallRecorder(o *Observer, name string) *httpCallRecorder {
+	host, route, _ := strings.Cut(name, "/")
+	var base []attribute.KeyValue
+	if addr, port, err := net.SplitHostPort(host); err == nil {
+		base = append(base, attrServerAddress.String(addr))
+		if p, err := strconv.Atoi(port); err == nil {
+			base = append(base, attrServerPort.Int(p))
+		}
+	} else if host != "" {
+		base = append(base, attrServerAddress.String(host))
+	}
+	if route != "" && route != otherValue {
+		// The pattern's path: its method, if any, is http.request.method.
+		if i := strings.IndexAny(route, " \t"); i >= 0 {
+			route = strings.TrimLeft(route[i+1:], " \t")
+		}
+		base = append(base, attrURLTemplate.String(route))
+	}
+	r := &httpCallRecorder{o: o, base: base}
+	r.sets.Store(&map[httpKey][]metric.RecordOption{})
+	return r
+}
+
+func (r *httpCallRecorder) Record(ctx context.Context, e resilience.Event) {
+	if e.Type != resilience.EventCall {
+		return
+	}
+	k := httpKey{method: uint8(len(httpMethods)), errorType: e.ErrorType}
+	if k.errorType == "" && e.Err != nil {
+		k.errorType = otherValue // a failed call its sender did not name
+	}
+	if hc, ok := ctx.(HTTPCall); ok {
+		k.method = methodIndex(hc.HTTPRequestMethod())
+		if s := hc.HTTPResponseStatusCode(e.Err); s > 0 && s < 1000 {
+			k.status = uint16(s)
+		}
+	}
+	r.o.callDuration.Record(ctx, e.Duration.Seconds(), r.opts(k)...)
+}
+
+func methodIndex(m string) uint8 {
+	for i, known := range httpMethods[:len(httpMethods)-1] {
+		if m == known {
+			return uint8(i)
+		}
+	}
+	return uint8(len(httpMethods) - 1) // _OTHER
+}
+
+// opts returns the option slice of k, built on its first call.
+func (r *httpCallRecorder) opts(k httpKey) []metric.RecordOption {
+	if opts, ok := (*r.sets.Load())[k]; ok {
+		return opts
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := *r.sets.Load()
+	if opts, ok := cur[k]; ok {
+		return opts
+	}
+	if len(cur) >= maxHTTPSets {
+		over := httpKey{method: uint8(len(httpMethods) - 1)}
+		if k.errorType != "" {
+			over.errorType = otherValue
+		}
+		k = over
+		if opts, ok := cur[k]; ok {
+			return opts
+		}
+	}
+	extra := make([]attribute.KeyValue, 0, 3)
+	if int(k.method) < len(httpMethods) {
+		extra = append(extra, attrHTTPMethod.String(httpMethods[k.method]))
+	}
+	if k.status != 0 {
+		extra = append(extra, attrHTTPStatus.Int(int(k.status)))
+	}
+	if k.errorType != "" {
+		extra = append(extra, attrErrorType.String(k.errorType))
+	}
+	opts := recordOpts(r.base, extra...)
+	next := make(map[httpKey][]metric.RecordOption, len(cur)+1)
+	for key, v := range cur {
+		next[key] = v
+	}
+	next[k] = opts
+	r.sets.Store(&next)
+	return opts
+}
