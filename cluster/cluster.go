@@ -56,6 +56,7 @@ type entry struct {
 	b          *circuitbreaker.Breaker
 	name       string // its name in keys and messages: keyName of the breaker's
 	wkey, okey string // its window hash and open record
+	args       syncArgs
 	// pending is set by the breaker's OnTransition; the sync goroutine acts
 	// on the breaker's state then.
 	pending atomic.Bool
@@ -121,6 +122,7 @@ func (c *Cluster) Add(b *circuitbreaker.Breaker) {
 	}
 	e := &entry{b: b, name: keyName(b.Name())}
 	e.wkey, e.okey = c.windowKey(e.name), c.openKey(e.name)
+	e.args = c.syncArgs(e)
 	c.entries[b] = e
 	c.byName[e.name] = append(c.byName[e.name], e)
 	b.Coordinate(c.coordination())

@@ -1,5 +1,11 @@
 package cluster
 
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
 // What one sync writes of this instance's own windows. A field of the
 // window hash counts, for the other instances, while its at is less than
 // three sync intervals old (the freshness horizon), and the hash lives
@@ -65,4 +71,49 @@ func (c *Cluster) gap(now int64) int64 {
 	g := now - c.lastNow
 	c.lastNow = now
 	return max(g, i)
+}
+
+// syncArgs are the arguments of the commands each sync sends for one
+// breaker, built once when it joins (go-redis reads them, never changes
+// them): a sync allocates none.
+type syncArgs struct {
+	scan, getRange, expire []any
+	hset                   []any // all but the value; cap = len
+}
+
+func (c *Cluster) syncArgs(e *entry) syncArgs {
+	return syncArgs{
+		// One bounded reply: a hash of more than MaxInstances fields leaves
+		// a cursor to follow, and is garbage.
+		scan: []any{"hscan", e.wkey, uint64(0), "count", int64(MaxInstances)},
+		// At most one byte more than a record: "" when absent.
+		getRange: []any{"getrange", e.okey, int64(0), int64(maxRecord)},
+		expire:   []any{"pexpire", e.wkey, (horizon * c.o.SyncInterval).Milliseconds()},
+		hset:     []any{"hset", e.wkey, c.o.instance},
+	}
+}
+
+// The commands of syncArgs, queued on p.
+func (a syncArgs) hscan(ctx context.Context, p redis.Pipeliner) *redis.ScanCmd {
+	cmd := redis.NewScanCmd(ctx, nil, a.scan...)
+	_ = p.Process(ctx, cmd)
+	return cmd
+}
+
+func (a syncArgs) getrange(ctx context.Context, p redis.Pipeliner) *redis.StringCmd {
+	cmd := redis.NewStringCmd(ctx, a.getRange...)
+	_ = p.Process(ctx, cmd)
+	return cmd
+}
+
+func (a syncArgs) pexpire(ctx context.Context, p redis.Pipeliner) *redis.BoolCmd {
+	cmd := redis.NewBoolCmd(ctx, a.expire...)
+	_ = p.Process(ctx, cmd)
+	return cmd
+}
+
+func (a syncArgs) hsetOwn(ctx context.Context, p redis.Pipeliner, value string) *redis.IntCmd {
+	cmd := redis.NewIntCmd(ctx, append(a.hset[:len(a.hset):len(a.hset)], value)...)
+	_ = p.Process(ctx, cmd)
+	return cmd
 }

@@ -2,7 +2,6 @@ package cluster_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,24 +239,26 @@ func TestALostFieldIsWrittenAgainWithinTwoSyncs(t *testing.T) {
 	}
 }
 
-// A peer counts an idle pod's window at every sync, however late the syncs
-// come (each gap below three intervals, else a field written at every sync
-// would go stale too), and the window hash's TTL, renewed by the idle pod
-// alone, never runs out: the age of the field a peer reads and the time
-// between two renewals stay below the three intervals of the horizon, with
-// half an interval to spare while the syncs keep their pace.
+// A peer counts an idle pod's window at every sync, however the syncs are
+// spaced (each gap below three intervals, else a field written at every
+// sync would go stale too), and the window hash's TTL, renewed by the idle
+// pod alone, never runs out: the age of the field a peer reads and the
+// time between two renewals stay below the three intervals of the horizon.
 func TestAnIdleWindowNeverLooksStaleNorExpires(t *testing.T) {
+	i := func(tenths int) time.Duration { return interval * time.Duration(tenths) / 10 }
 	for _, tt := range []struct {
-		gap    time.Duration // between syncs
-		maxAge time.Duration // of a's field when b reads it, and between a's renewals
+		name   string
+		gaps   []time.Duration // between syncs, in turn
+		maxAge time.Duration   // of a's field when b reads it, and between a's renewals
 	}{
-		{gap: interval, maxAge: 2 * interval},                     // re-stamped every second sync
-		{gap: interval * 12 / 10, maxAge: 2 * interval * 12 / 10}, // every second sync: 2.4 intervals
-		{gap: interval * 13 / 10, maxAge: interval * 13 / 10},     // 2.6 would pass 2.5: every sync
-		{gap: 2 * interval, maxAge: 2 * interval},                 // every sync
-		{gap: interval * 29 / 10, maxAge: interval * 29 / 10},     // every sync, as before
+		{name: "every interval", gaps: []time.Duration{i(10)}, maxAge: i(20)},                   // re-stamped every second sync
+		{name: "every 1.2 intervals", gaps: []time.Duration{i(12)}, maxAge: i(24)},              // every second sync
+		{name: "every 1.3 intervals", gaps: []time.Duration{i(13)}, maxAge: i(13)},              // 2.6 would pass 2.5: every sync
+		{name: "every 2 intervals", gaps: []time.Duration{i(20)}, maxAge: i(20)},                // every sync
+		{name: "every 2.9 intervals", gaps: []time.Duration{i(29)}, maxAge: i(29)},              // every sync, as before
+		{name: "one late, one early", gaps: []time.Duration{i(16), i(4), i(10)}, maxAge: i(16)}, // the second sync after a late one re-stamps
 	} {
-		t.Run(fmt.Sprint("gap=", tt.gap), func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
 			admin := w.admin()
 			a := w.pod("a", false)
@@ -273,8 +274,8 @@ func TestAnIdleWindowNeverLooksStaleNorExpires(t *testing.T) {
 			a.sync()
 			renewed := w.clk.Now()
 			var maxAge, maxRenewal time.Duration
-			for round := range 40 {
-				w.clk.Advance(tt.gap)
+			for round := range 42 {
+				w.clk.Advance(tt.gaps[round%len(tt.gaps)])
 				_, at, present := field(t, admin, "a")
 				age := w.clk.Now().Sub(time.UnixMilli(at))
 				if !present || age >= 3*interval {

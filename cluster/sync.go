@@ -99,9 +99,9 @@ func (c *Cluster) exchange(ctx context.Context) error {
 			r := &reads[i]
 			r.e, r.w = e, e.b.Window()
 			if c.o.DecideOn != DecideLocal {
-				c.publish(ctx, p, r, now, gap, ttl)
+				c.publish(ctx, p, r, now, gap)
 			}
-			r.open = p.GetRange(ctx, e.okey, 0, maxRecord) // at most one byte more than a record: "" when absent
+			r.open = e.args.getrange(ctx, p)
 			if r.w.State == circuitbreaker.StateHalfOpen && r.w.Granted > 0 && e.leaseRound != 0 {
 				p.PExpire(ctx, c.probesKey(e.name, e.leaseRound), ttl) // still probing: keep the lease
 			}
@@ -122,7 +122,7 @@ func (c *Cluster) exchange(ctx context.Context) error {
 // it when the breaker is CLOSED: dead instances' fields are deleted; a
 // CLOSED breaker's window is written when mustWrite says so; a breaker in
 // another state deletes its field, once. Called with syncMu held.
-func (c *Cluster) publish(ctx context.Context, p redis.Pipeliner, r *read, now, gap int64, ttl time.Duration) {
+func (c *Cluster) publish(ctx context.Context, p redis.Pipeliner, r *read, now, gap int64) {
 	e := r.e
 	if len(e.stale) > 0 {
 		r.writes[r.nw] = p.HDel(ctx, e.wkey, e.stale...)
@@ -139,16 +139,14 @@ func (c *Cluster) publish(ctx context.Context, p redis.Pipeliner, r *read, now, 
 	}
 	a := aggregate{calls: r.w.Calls, failures: r.w.Failures, slow: r.w.Slow, since: r.w.Since.UnixMilli(), at: now}
 	if c.mustWrite(e.own, a, gap) {
-		r.writes[r.nw] = p.HSet(ctx, e.wkey, c.o.instance, a.encode())
-		r.writes[r.nw+1] = p.PExpire(ctx, e.wkey, ttl)
+		r.writes[r.nw] = e.args.hsetOwn(ctx, p, a.encode())
+		r.writes[r.nw+1] = e.args.pexpire(ctx, p)
 		r.nw += 2
 		r.set, r.wrote = a, fieldWritten
 	} else {
 		e.own.skipped++
 	}
-	// One bounded reply: a hash of more than MaxInstances fields leaves a
-	// cursor to follow, and is garbage.
-	r.fields = p.HScan(ctx, e.wkey, 0, "", MaxInstances)
+	r.fields = e.args.hscan(ctx, p)
 }
 
 func (c *Cluster) ping(ctx context.Context) error {
