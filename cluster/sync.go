@@ -183,17 +183,15 @@ func (c *Cluster) apply1(r *read, now int64, fix []repair) []repair {
 			pairs, cursor = p, cur
 		}
 	}
+	if err == nil && cursor != 0 {
+		err = errors.New("more than " + strconv.Itoa(MaxInstances) + " instances")
+	}
 	switch {
 	case err != nil:
 		fix = append(fix, repair{key: e.wkey, want: "hash", why: err.Error()})
-	case cursor != 0:
-		fix = append(fix, repair{key: e.wkey, want: "hash", why: "more than " + strconv.Itoa(MaxInstances) + " instances"})
+		e.own, pairs = ownField{}, nil
 	case r.wrote != fieldUnknown:
 		e.own = ownField{state: r.wrote, agg: r.set}
-	}
-	if err != nil || cursor != 0 {
-		e.own = ownField{}
-		pairs = nil
 	}
 	if r.fields == nil {
 		return fix
