@@ -101,41 +101,70 @@ func BenchmarkClusterCall(b *testing.B) {
 }
 
 // BenchmarkClusterSync is one sync of an instance with n breakers: one
-// pipelined round trip; redis-cmds/op counts the commands Redis ran.
+// pipelined round trip; redis-cmds/op counts the commands Redis ran per
+// sync. load=idle: no breaker's window moves between syncs; load=busy:
+// every breaker's window moves before every sync (one call each, outside
+// the timer: in a window of 11 calls, a success and then failures and
+// successes in turn, each call evicts one of the other outcome and so
+// changes the counts, and the failure rate stays under the threshold).
 func BenchmarkClusterSync(b *testing.B) {
 	srv := redistest.Start(b)
 	ctx := context.Background()
-	for _, n := range []int{1, 10, 100} {
-		b.Run("breakers="+strconv.Itoa(n), func(b *testing.B) {
-			rdb := newRedis(b, srv)
-			c, err := cluster.New(rdb, cluster.WithNamespace("bench-sync-"+strconv.Itoa(n)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			for i := range n {
-				cb, err := circuitbreaker.New(circuitbreaker.WithName("svc" + strconv.Itoa(i)))
+	for _, n := range []int{1, 10, 100, 1000} {
+		for _, load := range []string{"idle", "busy"} {
+			b.Run("breakers="+strconv.Itoa(n)+"/load="+load, func(b *testing.B) {
+				rdb := newRedis(b, srv)
+				c, err := cluster.New(rdb, cluster.WithNamespace("bench-sync-"+strconv.Itoa(n)+"-"+load))
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer cb.Close()
-				_ = cb.Execute(ctx, noop)
-				c.Add(cb)
-			}
-			if err := c.Sync(ctx); err != nil {
-				b.Fatal(err)
-			}
-			before := commands(b, rdb)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
+				defer c.Close()
+				cbs := make([]*circuitbreaker.Breaker, n)
+				for i := range cbs {
+					cb, err := circuitbreaker.New(circuitbreaker.WithName("svc"+strconv.Itoa(i)),
+						circuitbreaker.WithSlidingWindowSize(11), circuitbreaker.WithMinimumNumberOfCalls(11),
+						circuitbreaker.WithFailureRateThreshold(100))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer cb.Close()
+					_ = cb.Execute(ctx, noop)
+					c.Add(cb)
+					cbs[i] = cb
+				}
 				if err := c.Sync(ctx); err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(commands(b, rdb)-before-1)/float64(b.N), "redis-cmds/op")
-		})
+				calls := 0
+				before := commands(b, rdb)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if load == "busy" {
+						b.StopTimer()
+						calls++
+						f := noop
+						if calls%2 == 1 {
+							f = fail
+						}
+						for _, cb := range cbs {
+							_ = cb.Execute(ctx, f)
+						}
+						b.StartTimer()
+					}
+					if err := c.Sync(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(commands(b, rdb)-before-1)/float64(b.N), "redis-cmds/op")
+				for _, cb := range cbs {
+					if cb.State() != circuitbreaker.StateClosed {
+						b.Fatalf("%s is %v: the benchmark measures closed breakers", cb.Name(), cb.State())
+					}
+				}
+			})
+		}
 	}
 }
 

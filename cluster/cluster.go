@@ -23,6 +23,7 @@ type Cluster struct {
 	o       options
 	ns      string
 	channel string
+	alive   string // this instance's presence key
 
 	// The breakers' coordinations while Redis answers and while it does not.
 	up, down *circuitbreaker.Coordination
@@ -32,6 +33,7 @@ type Cluster struct {
 	byName  map[string][]*entry
 
 	syncMu   sync.Mutex // serialises exchanges with Redis and the entries' sync fields
+	lastNow  int64      // under syncMu: ms, when the last exchange began
 	health   atomic.Int32
 	repaired atomic.Bool // a repair was logged as a warning
 
@@ -51,8 +53,10 @@ const (
 
 // entry is one breaker in the cluster.
 type entry struct {
-	b    *circuitbreaker.Breaker
-	name string // its name in keys and messages: keyName of the breaker's
+	b          *circuitbreaker.Breaker
+	name       string // its name in keys and messages: keyName of the breaker's
+	wkey, okey string // its window hash and open record
+	args       syncArgs
 	// pending is set by the breaker's OnTransition; the sync goroutine acts
 	// on the breaker's state then.
 	pending atomic.Bool
@@ -64,6 +68,7 @@ type entry struct {
 	leaseRound int64 // the round whose probes it has leased
 	lastClose  int64 // ms: windows that started before are stale
 	stale      []string
+	own        ownField // this instance's field in the window hash
 }
 
 // New returns a Cluster that talks to Redis through rdb, which stays the
@@ -89,7 +94,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Cluster, error) {
 		o.logger = slog.Default()
 	}
 	c := &Cluster{
-		rdb: rdb, o: o, ns: o.Namespace, channel: o.Namespace + ":events",
+		rdb: rdb, o: o, ns: o.Namespace, channel: o.Namespace + ":events", alive: o.Namespace + ":alive:" + o.instance,
 		entries: map[*circuitbreaker.Breaker]*entry{}, byName: map[string][]*entry{},
 		notify: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
@@ -116,6 +121,8 @@ func (c *Cluster) Add(b *circuitbreaker.Breaker) {
 		return
 	}
 	e := &entry{b: b, name: keyName(b.Name())}
+	e.wkey, e.okey = c.windowKey(e.name), c.openKey(e.name)
+	e.args = c.syncArgs(e)
 	c.entries[b] = e
 	c.byName[e.name] = append(c.byName[e.name], e)
 	b.Coordinate(c.coordination())

@@ -5,7 +5,9 @@
 // Every instance keeps deciding on every call with its own breakers, as
 // without cluster mode. In the background, each sync interval, a [Cluster]
 // publishes each closed breaker's window (calls, failures, slow calls, and
-// when) and reads the other instances'; with [DecideCluster] or
+// when) if it moved since it was last written, re-stamps an unchanged one
+// every second sync (so that it never looks stale to the others), and reads
+// the other instances'; with [DecideCluster] or
 // [DecideEither] a breaker opens when the cluster's counts cross its
 // thresholds with its minimum number of calls, so a service failing at low
 // traffic per pod opens although no pod could decide alone. A breaker that

@@ -15,10 +15,12 @@ import (
 // the breaker's name as keyName bounds it.
 //
 //	{ns}:w:{name}               hash: instance → "calls failures slow sinceMs atMs"; PX 3 sync intervals
+//	                            (see publish.go for when a field is written)
 //	{ns}:open:{name}            string "untilMs reopens reason instance"; PX until untilMs
 //	{ns}:probes:{name}:{round}  integer: half-open probes leased in that round; PX 3 sync intervals;
 //	                            "closed" once an instance's probes closed the round; PX 10 sync intervals
 //	{ns}:events                 channel: "o untilMs reopens reason instance name" | "c round atMs instance name"
+//	{ns}:alive:{instance}       string "atMs": written at every sync, never read; PX 3 sync intervals
 //
 // maxKeyName bounds a breaker's name in keys and messages.
 const maxKeyName = 200
@@ -127,22 +129,33 @@ type aggregate struct {
 }
 
 func (a aggregate) encode() string {
-	return strconv.FormatInt(a.calls, 10) + " " + strconv.FormatInt(a.failures, 10) + " " +
-		strconv.FormatInt(a.slow, 10) + " " + strconv.FormatInt(a.since, 10) + " " + strconv.FormatInt(a.at, 10)
+	var buf [5 * 21]byte
+	b := buf[:0]
+	for i, n := range [...]int64{a.calls, a.failures, a.slow, a.since, a.at} {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, n, 10)
+	}
+	return string(b)
 }
 
 func decodeAggregate(s string) (aggregate, bool) {
-	f := strings.Fields(s)
-	if len(f) != 5 {
-		return aggregate{}, false
-	}
 	var v [5]int64
-	for i := range f {
-		n, err := strconv.ParseInt(f[i], 10, 64)
-		if err != nil || n < 0 {
+	n := 0
+	for f := range strings.FieldsSeq(s) {
+		if n == len(v) {
 			return aggregate{}, false
 		}
-		v[i] = n
+		x, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || x < 0 {
+			return aggregate{}, false
+		}
+		v[n] = x
+		n++
+	}
+	if n != len(v) {
+		return aggregate{}, false
 	}
 	a := aggregate{calls: v[0], failures: v[1], slow: v[2], since: v[3], at: v[4]}
 	if a.failures > a.calls || a.slow > a.calls {

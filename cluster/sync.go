@@ -54,20 +54,27 @@ func (c *Cluster) sync(ctx context.Context) error {
 // every breaker falls back to local decisions at that moment, and the
 // exchange's result, when it comes, is an error.
 func (c *Cluster) guard(exchange func() error) error {
-	slow := fmt.Errorf("cluster: Redis did not answer within %v: %w", c.o.timeout(), context.DeadlineExceeded)
-	t := time.AfterFunc(c.o.timeout(), func() { c.fallBack(slow) })
+	t := time.AfterFunc(c.o.timeout(), func() { c.fallBack(c.tooSlow()) })
 	err := exchange()
 	if !t.Stop() && err == nil { // the timer fired, or is firing: too late
-		err = slow
+		err = c.tooSlow()
 	}
 	return err
+}
+
+// tooSlow is the error of an exchange that passed its timeout.
+func (c *Cluster) tooSlow() error {
+	return fmt.Errorf("cluster: Redis did not answer within %v: %w", c.o.timeout(), context.DeadlineExceeded)
 }
 
 type read struct {
 	e      *entry
 	w      circuitbreaker.Window
-	writes []redis.Cmder  // the window's writes; nil with decideOn local
-	fields *redis.ScanCmd // nil with decideOn local
+	writes [3]redis.Cmder // the window hash's writes, writes[:nw]
+	nw     int
+	set    aggregate      // the window written, when written
+	wrote  uint8          // the own field's state once the writes succeed; fieldUnknown when none
+	fields *redis.ScanCmd // nil with decideOn local, and for a breaker not CLOSED
 	open   *redis.StringCmd
 }
 
@@ -81,32 +88,23 @@ func (c *Cluster) exchange(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.o.timeout())
 	defer cancel()
 	now := c.o.clock.Now().UnixMilli()
-	ttl := 3 * c.o.SyncInterval
+	gap := c.gap(now)
+	ttl := horizon * c.o.SyncInterval
 	reads := make([]read, len(entries))
 	cmds, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		// A write at every sync, whatever the windows do: a Redis that
+		// refuses writes (out of memory, a read-only replica) is down.
+		p.Set(ctx, c.alive, strconv.FormatInt(now, 10), ttl)
 		for i, e := range entries {
-			r := read{e: e, w: e.b.Window()}
+			r := &reads[i]
+			r.e, r.w = e, e.b.Window()
 			if c.o.DecideOn != DecideLocal {
-				wk := c.windowKey(e.name)
-				if len(e.stale) > 0 {
-					r.writes = append(r.writes, p.HDel(ctx, wk, e.stale...))
-					e.stale = e.stale[:0]
-				}
-				if r.w.State == circuitbreaker.StateClosed {
-					a := aggregate{calls: r.w.Calls, failures: r.w.Failures, slow: r.w.Slow, since: r.w.Since.UnixMilli(), at: now}
-					r.writes = append(r.writes, p.HSet(ctx, wk, c.o.instance, a.encode()), p.PExpire(ctx, wk, ttl))
-				} else {
-					r.writes = append(r.writes, p.HDel(ctx, wk, c.o.instance))
-				}
-				// One bounded reply: a hash of more than MaxInstances fields
-				// leaves a cursor to follow, and is garbage.
-				r.fields = p.HScan(ctx, wk, 0, "", MaxInstances)
+				c.publish(ctx, p, r, now, gap)
 			}
-			r.open = p.GetRange(ctx, c.openKey(e.name), 0, maxRecord) // at most one byte more than a record: "" when absent
+			r.open = e.args.getrange(ctx, p)
 			if r.w.State == circuitbreaker.StateHalfOpen && r.w.Granted > 0 && e.leaseRound != 0 {
 				p.PExpire(ctx, c.probesKey(e.name, e.leaseRound), ttl) // still probing: keep the lease
 			}
-			reads[i] = r
 		}
 		return nil
 	})
@@ -114,10 +112,41 @@ func (c *Cluster) exchange(ctx context.Context) error {
 		return err
 	}
 	var fix []repair
-	for _, r := range reads {
-		fix = c.apply1(r, now, fix)
+	for i := range reads {
+		fix = c.apply1(&reads[i], now, fix)
 	}
 	return c.repairs(ctx, fix)
+}
+
+// publish queues r's breaker's writes to its window hash, and the read of
+// it when the breaker is CLOSED: dead instances' fields are deleted; a
+// CLOSED breaker's window is written when mustWrite says so; a breaker in
+// another state deletes its field, once. Called with syncMu held.
+func (c *Cluster) publish(ctx context.Context, p redis.Pipeliner, r *read, now, gap int64) {
+	e := r.e
+	if len(e.stale) > 0 {
+		r.writes[r.nw] = p.HDel(ctx, e.wkey, e.stale...)
+		r.nw++
+		e.stale = e.stale[:0]
+	}
+	if r.w.State != circuitbreaker.StateClosed {
+		if e.own.state != fieldDeleted {
+			r.writes[r.nw] = p.HDel(ctx, e.wkey, c.o.instance)
+			r.nw++
+			r.wrote = fieldDeleted
+		}
+		return // its peers' windows decide nothing for it
+	}
+	a := aggregate{calls: r.w.Calls, failures: r.w.Failures, slow: r.w.Slow, since: r.w.Since.UnixMilli(), at: now}
+	if c.mustWrite(e.own, a, gap) {
+		r.writes[r.nw] = e.args.hsetOwn(ctx, p, a.encode())
+		r.writes[r.nw+1] = e.args.pexpire(ctx, p)
+		r.nw += 2
+		r.set, r.wrote = a, fieldWritten
+	} else {
+		e.own.skipped++
+	}
+	r.fields = e.args.hscan(ctx, p)
 }
 
 func (c *Cluster) ping(ctx context.Context) error {
@@ -128,34 +157,44 @@ func (c *Cluster) ping(ctx context.Context) error {
 
 // apply1 acts on what one breaker's exchange read, and returns fix with the
 // repairs its keys need. Called with syncMu held.
-func (c *Cluster) apply1(r read, now int64, fix []repair) []repair {
+func (c *Cluster) apply1(r *read, now int64, fix []repair) []repair {
 	e := r.e
-	okey := c.openKey(e.name)
 	switch v, err := r.open.Result(); {
 	case err == nil:
-		fix = c.readOpen(e, okey, v, now, fix)
+		fix = c.readOpen(e, e.okey, v, now, fix)
 	case keyProblem(err):
-		fix = append(fix, repair{key: okey, want: "string", why: err.Error()})
-	}
-	if r.fields == nil {
-		return fix
+		fix = append(fix, repair{key: e.okey, want: "string", why: err.Error()})
 	}
 	// A window hash that is not one, or holds more instances than one key
-	// shares, is repaired and its fields counted not at all.
-	wk := c.windowKey(e.name)
-	pairs, cursor, err := r.fields.Result()
-	for _, w := range r.writes {
-		if werr := w.Err(); werr != nil && err == nil {
-			err = werr
+	// shares, is repaired and its fields counted not at all; this
+	// instance's field is written again at the next sync.
+	var err error
+	for _, w := range r.writes[:r.nw] {
+		if err = w.Err(); err != nil {
+			break // a key problem: redisDown let it through
 		}
+	}
+	var pairs []string
+	var cursor uint64
+	if r.fields != nil {
+		if p, cur, ferr := r.fields.Result(); ferr != nil {
+			err = ferr
+		} else {
+			pairs, cursor = p, cur
+		}
+	}
+	if err == nil && cursor != 0 {
+		err = errors.New("more than " + strconv.Itoa(MaxInstances) + " instances")
 	}
 	switch {
 	case err != nil:
-		fix = append(fix, repair{key: wk, want: "hash", why: err.Error()}) // a key problem: redisDown let it through
-		pairs = nil
-	case cursor != 0:
-		fix = append(fix, repair{key: wk, want: "hash", why: "more than " + strconv.Itoa(MaxInstances) + " instances"})
-		pairs = nil
+		fix = append(fix, repair{key: e.wkey, want: "hash", why: err.Error()})
+		e.own, pairs = ownField{}, nil
+	case r.wrote != fieldUnknown:
+		e.own = ownField{state: r.wrote, agg: r.set}
+	}
+	if r.fields == nil {
+		return fix
 	}
 	// The cluster's window: this instance's own counts as they are now, and
 	// every other instance's that is fresh, not from the future, began after
@@ -166,7 +205,7 @@ func (c *Cluster) apply1(r read, now int64, fix []repair) []repair {
 	}
 	cfg := e.b.Config()
 	limit := peerCap(cfg, sum.calls)
-	fresh, future := now-3*c.o.SyncInterval.Milliseconds(), now+c.skew()
+	fresh, future := now-horizon*c.o.SyncInterval.Milliseconds(), now+c.skew()
 	for i := 0; i+1 < len(pairs); i += 2 {
 		inst, v := pairs[i], pairs[i+1]
 		if inst == c.o.instance {
@@ -295,7 +334,7 @@ func (c *Cluster) act(ctx context.Context, e *entry) error {
 		px := max(until-now.UnixMilli(), 1)
 		msg := message{open: true, opening: o, instance: c.o.instance, name: e.name}
 		latest := now.UnixMilli() + longestWait(e.b.Config()).Milliseconds() + c.skew()
-		key := c.openKey(e.name)
+		key := e.okey
 		res, err := claimOpen.Run(ctx, c.rdb, []string{key}, o.encode(), px, now.UnixMilli(), c.channel, msg.encode(), latest).Slice()
 		if err != nil {
 			return c.keyFailed(ctx, key, err) // pending again: claimed once Redis answers, if still open
