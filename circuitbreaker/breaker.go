@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshless/meshless/internal/coord"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -22,7 +23,7 @@ type Breaker struct {
 	cur  atomic.Pointer[period] // the current state and its data
 	mu   sync.Mutex             // serialises transitions and window updates
 
-	coord atomic.Pointer[Coordination] // cluster mode (cluster.go); nil alone
+	coord atomic.Pointer[coord.Coordination] // cluster mode (cluster.go); nil alone
 }
 
 // period is one stay in a state. A new period starts at every transition;
@@ -495,7 +496,7 @@ func (b *Breaker) emit(ctx context.Context, ev resilience.Event) {
 	}
 	if co := b.coord.Load(); co != nil && co.OnTransition != nil && ev.Type == resilience.EventTransition && ev.Reason != ReasonManual {
 		// The breaker's own events carry its own labels.
-		co.OnTransition(b, ev.From.(State), ev.To.(State), ev.Reason.(Reason))
+		co.OnTransition(b, uint8(ev.From.(State)), uint8(ev.To.(State)), uint8(ev.Reason.(Reason)))
 	}
 }
 

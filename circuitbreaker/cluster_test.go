@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/internal/coord"
 )
 
 // hookLog records what OnTransition is told.
@@ -16,10 +17,10 @@ type hookLog struct {
 	got []string
 }
 
-func (l *hookLog) on(_ *circuitbreaker.Breaker, from, to circuitbreaker.State, r circuitbreaker.Reason) {
+func (l *hookLog) on(_ any, from, to, r uint8) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.got = append(l.got, from.String()+"->"+to.String()+"("+r.String()+")")
+	l.got = append(l.got, circuitbreaker.State(from).String()+"->"+circuitbreaker.State(to).String()+"("+circuitbreaker.Reason(r).String()+")")
 }
 
 func (l *hookLog) list() []string {
@@ -32,13 +33,13 @@ func TestWindowReadsCountsAndTimes(t *testing.T) {
 	h := newHarness(t, small...)
 	h.calls(2, fail, 0)
 	h.calls(1, ok, 2*time.Second) // slow
-	w := h.cb.Window()
-	if w.State != circuitbreaker.StateClosed || w.Calls != 3 || w.Failures != 2 || w.Slow != 1 || !w.Since.Equal(t0) {
+	w := coord.Of(h.cb).Window()
+	if circuitbreaker.State(w.State) != circuitbreaker.StateClosed || w.Calls != 3 || w.Failures != 2 || w.Slow != 1 || !w.Since.Equal(t0) {
 		t.Fatalf("Window = %+v", w)
 	}
 	h.calls(2, fail, 0) // 5 calls, 4 failed: open
-	w = h.cb.Window()
-	if w.State != circuitbreaker.StateOpen || w.Calls != 0 || !w.Until.Equal(h.clk.Now().Add(10*time.Second)) {
+	w = coord.Of(h.cb).Window()
+	if circuitbreaker.State(w.State) != circuitbreaker.StateOpen || w.Calls != 0 || !w.Until.Equal(h.clk.Now().Add(10*time.Second)) {
 		t.Fatalf("open Window = %+v", w)
 	}
 }
@@ -46,13 +47,13 @@ func TestWindowReadsCountsAndTimes(t *testing.T) {
 func TestOnTransitionHearsOwnChangesOnly(t *testing.T) {
 	h := newHarness(t, small...)
 	var log hookLog
-	h.cb.Coordinate(&circuitbreaker.Coordination{OnTransition: log.on})
+	coord.Of(h.cb).Coordinate(&coord.Coordination{OnTransition: log.on})
 	h.halfOpen()
 	h.calls(2, ok, 0)
 	h.cb.ForceOpen()
 	h.cb.Reset()
-	h.cb.OpenRemote(time.Second, 0, circuitbreaker.ReasonFailureRate)
-	h.cb.CloseRemote()
+	coord.Of(h.cb).OpenRemote(time.Second, 0, uint8(circuitbreaker.ReasonFailureRate))
+	coord.Of(h.cb).CloseRemote()
 	want := []string{"CLOSED->OPEN(failure_rate)", "OPEN->HALF_OPEN(wait_elapsed)", "HALF_OPEN->CLOSED(probes_succeeded)"}
 	if got := log.list(); !slices.Equal(got, want) {
 		t.Fatalf("OnTransition heard %q, want %q", got, want)
@@ -65,25 +66,25 @@ func TestOnTransitionHearsOwnChangesOnly(t *testing.T) {
 
 func TestOpenRemoteTakesTheGivenWait(t *testing.T) {
 	h := newHarness(t, small...)
-	if !h.cb.OpenRemote(3*time.Second, 1, circuitbreaker.ReasonFailureRate) {
+	if !coord.Of(h.cb).OpenRemote(3*time.Second, 1, uint8(circuitbreaker.ReasonFailureRate)) {
 		t.Fatal("OpenRemote from CLOSED did not open")
 	}
-	if w := h.cb.Window(); !w.Until.Equal(t0.Add(3*time.Second)) || w.Reopens != 1 {
+	if w := coord.Of(h.cb).Window(); !w.Until.Equal(t0.Add(3*time.Second)) || w.Reopens != 1 {
 		t.Fatalf("Window = %+v", w)
 	}
 	// Re-timed while open: no state change, the new wait counts.
-	if h.cb.OpenRemote(5*time.Second, 1, circuitbreaker.ReasonFailureRate) {
+	if coord.Of(h.cb).OpenRemote(5*time.Second, 1, uint8(circuitbreaker.ReasonFailureRate)) {
 		t.Fatal("re-timing an open breaker reported a state change")
 	}
 	h.clk.Advance(3 * time.Second)
 	h.wantState(circuitbreaker.StateOpen)
 	h.clk.Advance(2 * time.Second)
 	h.wantState(circuitbreaker.StateHalfOpen)
-	if h.cb.OpenRemote(0, 0, circuitbreaker.ReasonFailureRate) {
+	if coord.Of(h.cb).OpenRemote(0, 0, uint8(circuitbreaker.ReasonFailureRate)) {
 		t.Fatal("a zero wait opened the breaker")
 	}
 	h.cb.ForceOpen()
-	if h.cb.OpenRemote(time.Second, 0, circuitbreaker.ReasonFailureRate) || h.cb.CloseRemote() {
+	if coord.Of(h.cb).OpenRemote(time.Second, 0, uint8(circuitbreaker.ReasonFailureRate)) || coord.Of(h.cb).CloseRemote() {
 		t.Fatal("a remote decision moved a FORCED_OPEN breaker")
 	}
 	h.wantState(circuitbreaker.StateForcedOpen)
@@ -91,26 +92,26 @@ func TestOpenRemoteTakesTheGivenWait(t *testing.T) {
 
 func TestClusterDecidesStopsLocalOpensButNotTrip(t *testing.T) {
 	h := newHarness(t, small...)
-	h.cb.Coordinate(&circuitbreaker.Coordination{ClusterDecides: true})
+	coord.Of(h.cb).Coordinate(&coord.Coordination{ClusterDecides: true})
 	h.calls(10, fail, 0)
 	h.wantState(circuitbreaker.StateClosed)
-	if !h.cb.Trip(circuitbreaker.ReasonFailureRate) {
+	if !coord.Of(h.cb).Trip(uint8(circuitbreaker.ReasonFailureRate)) {
 		t.Fatal("Trip did not open")
 	}
 	h.wantState(circuitbreaker.StateOpen)
-	if h.cb.Trip(circuitbreaker.ReasonFailureRate) {
+	if coord.Of(h.cb).Trip(uint8(circuitbreaker.ReasonFailureRate)) {
 		t.Fatal("Trip of an open breaker reported a change")
 	}
 }
 
 func TestLeasedProbes(t *testing.T) {
 	h := newHarness(t, smallWith(circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(3))...)
-	h.cb.Coordinate(&circuitbreaker.Coordination{LeaseProbes: true})
+	coord.Of(h.cb).Coordinate(&coord.Coordination{LeaseProbes: true})
 	h.halfOpen()
 	if h.call(ok, 0) {
 		t.Fatal("a half-open breaker with no lease admitted a probe")
 	}
-	if g := h.cb.GrantProbes(1); g != 1 {
+	if g := coord.Of(h.cb).GrantProbes(1); g != 1 {
 		t.Fatalf("GrantProbes(1) = %d", g)
 	}
 	p, err := h.cb.Acquire(context.Background())
@@ -126,23 +127,23 @@ func TestLeasedProbes(t *testing.T) {
 	// Granting never passes the limit.
 	h.open()
 	h.clk.Advance(10 * time.Second)
-	if g := h.cb.GrantProbes(5); g != 3 {
+	if g := coord.Of(h.cb).GrantProbes(5); g != 3 {
 		t.Fatalf("GrantProbes(5) = %d, want 3", g)
 	}
-	if g := h.cb.GrantProbes(1); g != 0 {
+	if g := coord.Of(h.cb).GrantProbes(1); g != 0 {
 		t.Fatalf("GrantProbes past the limit = %d", g)
 	}
 }
 
 func TestCoordinateNilGrantsTheRestOfTheProbes(t *testing.T) {
 	h := newHarness(t, small...)
-	h.cb.Coordinate(&circuitbreaker.Coordination{LeaseProbes: true})
+	coord.Of(h.cb).Coordinate(&coord.Coordination{LeaseProbes: true})
 	h.halfOpen()
-	h.cb.GrantProbes(1)
-	h.cb.Coordinate(nil) // the cluster went away: decide alone
+	coord.Of(h.cb).GrantProbes(1)
+	coord.Of(h.cb).Coordinate(nil) // the cluster went away: decide alone
 	h.calls(2, ok, 0)
 	h.wantState(circuitbreaker.StateClosed)
-	if g := h.cb.GrantProbes(1); g != 0 {
+	if g := coord.Of(h.cb).GrantProbes(1); g != 0 {
 		t.Fatalf("GrantProbes on a closed breaker = %d", g)
 	}
 }

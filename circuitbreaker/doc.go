@@ -62,14 +62,12 @@
 // # Cluster mode
 //
 // Package cluster shares breakers' decisions between instances through
-// Redis, through a few hooks that are never on the call path:
-// [Breaker.Window] reads the state and window counts, [Breaker.Coordinate]
-// sets a [Coordination] (told of each transition the breaker makes itself;
-// half-open probes leased with [Breaker.GrantProbes]; opens decided on the
-// cluster's counts with [Breaker.Trip]), [Breaker.OpenRemote] opens with
-// another instance's remaining wait and [Breaker.CloseRemote] closes after
-// another instance's probes succeeded. A breaker without a Coordination
-// works alone, as it always has. See docs/cluster.md.
+// Redis. It reaches a breaker through hooks kept out of this package's API
+// (they read the window, lease half-open probes, open on the cluster's
+// counts or another instance's wait, close after another instance's probes
+// succeeded), none of them on the call path. A breaker outside a cluster
+// works alone, as it always has; manual changes (ForceOpen, Reset, …) stay
+// local. See docs/cluster.md.
 //
 // A Breaker is safe for concurrent use.
 package circuitbreaker

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/internal/coord"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -26,7 +27,7 @@ type Cluster struct {
 	alive   string // this instance's presence key
 
 	// The breakers' coordinations while Redis answers and while it does not.
-	up, down *circuitbreaker.Coordination
+	up, down *coord.Coordination
 
 	mu      sync.Mutex // entries and byName
 	entries map[*circuitbreaker.Breaker]*entry
@@ -98,8 +99,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Cluster, error) {
 		entries: map[*circuitbreaker.Breaker]*entry{}, byName: map[string][]*entry{},
 		notify: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
-	c.up = &circuitbreaker.Coordination{OnTransition: c.onTransition, LeaseProbes: true, ClusterDecides: o.DecideOn == DecideCluster}
-	c.down = &circuitbreaker.Coordination{OnTransition: c.onTransition}
+	c.up = &coord.Coordination{OnTransition: c.onTransition, LeaseProbes: true, ClusterDecides: o.DecideOn == DecideCluster}
+	c.down = &coord.Coordination{OnTransition: c.onTransition}
 	return c, nil
 }
 
@@ -125,7 +126,7 @@ func (c *Cluster) Add(b *circuitbreaker.Breaker) {
 	e.args = c.syncArgs(e)
 	c.entries[b] = e
 	c.byName[e.name] = append(c.byName[e.name], e)
-	b.Coordinate(c.coordination())
+	coord.Of(b).Coordinate(c.coordination())
 }
 
 // Remove takes b out of the cluster; it decides alone from then on.
@@ -149,10 +150,10 @@ func (c *Cluster) Remove(b *circuitbreaker.Breaker) {
 	} else {
 		c.byName[e.name] = list
 	}
-	b.Coordinate(nil)
+	coord.Of(b).Coordinate(nil)
 }
 
-func (c *Cluster) coordination() *circuitbreaker.Coordination {
+func (c *Cluster) coordination() *coord.Coordination {
 	if c.health.Load() == healthUp {
 		return c.up
 	}
@@ -178,14 +179,14 @@ func (c *Cluster) named(name string) []*entry {
 // onTransition is every breaker's OnTransition: it only flags the entry and
 // wakes the sync goroutine, so a caller whose call moved a breaker never
 // waits.
-func (c *Cluster) onTransition(b *circuitbreaker.Breaker, _, to circuitbreaker.State, reason circuitbreaker.Reason) {
+func (c *Cluster) onTransition(b any, _, to, reason uint8) {
 	c.mu.Lock()
-	e := c.entries[b]
+	e := c.entries[b.(*circuitbreaker.Breaker)]
 	c.mu.Unlock()
 	if e == nil {
 		return
 	}
-	if to == circuitbreaker.StateOpen {
+	if circuitbreaker.State(to) == circuitbreaker.StateOpen {
 		e.reason.Store(uint32(reason))
 	}
 	e.lastTo.Store(uint32(to))
@@ -293,7 +294,7 @@ func (c *Cluster) apply(m message) {
 			}
 			continue
 		}
-		if m.round >= e.round && e.b.CloseRemote() {
+		if m.round >= e.round && coord.Of(e.b).CloseRemote() {
 			e.lastClose = max(e.lastClose, min(m.at, now))
 		}
 	}
@@ -322,10 +323,10 @@ func (c *Cluster) adopt(e *entry, o opening, now int64) (bounded opening, far bo
 	}
 	e.round = o.until
 	until := min(o.until, limit)
-	if w := e.b.Window(); w.State == circuitbreaker.StateOpen && w.Until.UnixMilli() == until {
+	if w := coord.Of(e.b).Window(); circuitbreaker.State(w.State) == circuitbreaker.StateOpen && w.Until.UnixMilli() == until {
 		return o, far
 	}
-	if e.b.OpenRemote(time.Duration(until-now)*time.Millisecond, o.reopens, o.reason) && c.o.listener != nil {
+	if coord.Of(e.b).OpenRemote(time.Duration(until-now)*time.Millisecond, o.reopens, uint8(o.reason)) && c.o.listener != nil {
 		c.o.listener.RemoteOpen(e.b.Name())
 	}
 	return o, far
@@ -364,6 +365,6 @@ func (c *Cluster) switchHealth(err error) {
 	}
 	co := c.coordination()
 	for _, e := range c.list() {
-		e.b.Coordinate(co)
+		coord.Of(e.b).Coordinate(co)
 	}
 }

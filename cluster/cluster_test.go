@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/cluster"
+	"github.com/meshless/meshless/internal/coord"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -27,10 +28,10 @@ func TestAnOpenReachesThePodsThatSawNothingInOneSync(t *testing.T) {
 	a.sync() // publishes the open
 	b.sync() // one sync: reads it
 	c.sync()
-	until := a.b.Window().Until
+	until := coord.Of(a.b).Window().Until
 	for _, p := range []*pod{b, c} {
 		p.wantState(circuitbreaker.StateOpen)
-		if got := p.b.Window().Until; !got.Equal(until) {
+		if got := coord.Of(p.b).Window().Until; !got.Equal(until) {
 			t.Errorf("%s opens until %v, want the opener's %v", p.c.InstanceID(), got, until)
 		}
 		if n := p.calls(1, ok); n != 0 {
@@ -58,8 +59,8 @@ func TestAnOpenTravelsOnTheChannelAtOnce(t *testing.T) {
 	for _, p := range []*pod{b, c} {
 		eventually(t, p.c.InstanceID()+" open", func() bool { return p.b.State() == circuitbreaker.StateOpen })
 	}
-	if b.b.Window().Until != a.b.Window().Until {
-		t.Errorf("b opens until %v, a until %v", b.b.Window().Until, a.b.Window().Until)
+	if coord.Of(b.b).Window().Until != coord.Of(a.b).Window().Until {
+		t.Errorf("b opens until %v, a until %v", coord.Of(b.b).Window().Until, coord.Of(a.b).Window().Until)
 	}
 }
 
@@ -95,7 +96,7 @@ func TestTheClusterOpensWhatNoPodCouldDecideAlone(t *testing.T) {
 			for _, p := range pods {
 				p.wantState(want)
 			}
-			if tt.opens && pods[0].b.Window().Until != pods[2].b.Window().Until {
+			if tt.opens && coord.Of(pods[0].b).Window().Until != coord.Of(pods[2].b).Window().Until {
 				t.Error("the pods open until different times")
 			}
 		})

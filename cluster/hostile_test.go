@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/cluster"
+	"github.com/meshless/meshless/internal/coord"
 )
 
 // Everything in the namespace may have been written by anyone: these tests
@@ -71,8 +72,8 @@ func TestAWrongTypedKeyIsThatKeysProblem(t *testing.T) {
 				a.sync()
 			}
 			a.wantState(circuitbreaker.StateOpen)
-			if !a.b.Window().Until.Equal(b.b.Window().Until) {
-				t.Errorf("a opens until %v, b until %v", a.b.Window().Until, b.b.Window().Until)
+			if !coord.Of(a.b).Window().Until.Equal(coord.Of(b.b).Window().Until) {
+				t.Errorf("a opens until %v, b until %v", coord.Of(a.b).Window().Until, coord.Of(b.b).Window().Until)
 			}
 			a.healthy()
 			b.healthy()
@@ -122,7 +123,7 @@ func TestABadProbeLeaseIsThatKeysProblem(t *testing.T) {
 			a := w.pod("a", false)
 			a.calls(6, fail)
 			a.sync()
-			key := "test:probes:svc:" + ms(a.b.Window().Until)
+			key := "test:probes:svc:" + ms(coord.Of(a.b).Window().Until)
 			if err := tt.plant(t.Context(), admin, key); err != nil {
 				t.Fatal(err)
 			}
@@ -268,13 +269,13 @@ func TestAnAdoptedOpenEndsWithinTheReadersLongestWait(t *testing.T) {
 			a.wantState(circuitbreaker.StateOpen)
 			a.healthy()
 			limit := w.clk.Now().Add(maxOwnWait)
-			if until := a.b.Window().Until; until.After(limit) {
+			if until := coord.Of(a.b).Window().Until; until.After(limit) {
 				t.Fatalf("a opens until %v, %v from now; want at most its longest wait, %v", until, until.Sub(w.clk.Now()), maxOwnWait)
 			}
 			// The record is rewritten to the bound: b, syncing later, agrees.
 			b.sync()
-			if !b.b.Window().Until.Equal(a.b.Window().Until) {
-				t.Errorf("b opens until %v, a until %v", b.b.Window().Until, a.b.Window().Until)
+			if !coord.Of(b.b).Window().Until.Equal(coord.Of(a.b).Window().Until) {
+				t.Errorf("b opens until %v, a until %v", coord.Of(b.b).Window().Until, coord.Of(a.b).Window().Until)
 			}
 			// The wait ends, and the record does not hold a open again.
 			w.clk.Advance(maxOwnWait)
@@ -297,17 +298,17 @@ func TestAFarOpenRecordDoesNotBlockClaims(t *testing.T) {
 	b.sync()
 	admin.Set(t.Context(), "test:open:svc", ms(w.clk.Now().Add(time.Hour))+" 3 failure_rate evil", time.Hour)
 	a.calls(6, fail)
-	own := a.b.Window().Until
+	own := coord.Of(a.b).Window().Until
 	a.sync()
 	a.healthy()
-	if got := a.b.Window().Until; !got.Equal(own) {
+	if got := coord.Of(a.b).Window().Until; !got.Equal(own) {
 		t.Fatalf("a opens until %v after its claim, want its own %v", got, own)
 	}
 	if v := admin.Get(t.Context(), "test:open:svc").Val(); !strings.HasPrefix(v, ms(own)+" ") {
 		t.Fatalf("the open record is %q, want a's", v)
 	}
 	b.sync()
-	if got := b.b.Window().Until; !got.Equal(own) {
+	if got := coord.Of(b.b).Window().Until; !got.Equal(own) {
 		t.Fatalf("b opens until %v, want a's %v", got, own)
 	}
 }
@@ -319,7 +320,7 @@ func TestACloseFromTheFutureDoesNotStopCounting(t *testing.T) {
 	a, b := w.pod("a", false), w.pod("b", false)
 	a.calls(6, fail)
 	a.sync() // a claims its open
-	round := ms(a.b.Window().Until)
+	round := ms(coord.Of(a.b).Window().Until)
 	cluster.Deliver(a.c, "c "+round+" "+ms(w.clk.Now().Add(time.Hour))+" evil svc")
 	a.wantState(circuitbreaker.StateClosed) // anyone may close (docs/cluster.md)
 	w.clk.Advance(openWait)                 // a's open record is over
@@ -440,8 +441,8 @@ func TestAScriptFailingOnItsKeyIsRepairedAndRetried(t *testing.T) {
 			t.Fatalf("%d repairs logged, want 1", a.l.repairs.Load())
 		}
 		b.sync()
-		if !b.b.Window().Until.Equal(a.b.Window().Until) {
-			t.Fatalf("b opens until %v, a until %v: the claim was not retried", b.b.Window().Until, a.b.Window().Until)
+		if !coord.Of(b.b).Window().Until.Equal(coord.Of(a.b).Window().Until) {
+			t.Fatalf("b opens until %v, a until %v: the claim was not retried", coord.Of(b.b).Window().Until, coord.Of(a.b).Window().Until)
 		}
 	})
 	t.Run("lease", func(t *testing.T) {
@@ -449,7 +450,7 @@ func TestAScriptFailingOnItsKeyIsRepairedAndRetried(t *testing.T) {
 		a := w.pod("a", false)
 		a.calls(6, fail)
 		a.sync()
-		w.admin().Set(t.Context(), "test:probes:svc:"+ms(a.b.Window().Until), "planted", 0)
+		w.admin().Set(t.Context(), "test:probes:svc:"+ms(coord.Of(a.b).Window().Until), "planted", 0)
 		w.clk.Advance(openWait)
 		a.rdb.AddHook(new(failFirstScript))
 		a.sync()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/cluster"
+	"github.com/meshless/meshless/internal/coord"
 	"github.com/meshless/meshless/internal/redistest"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/resilience/resiliencetest"
@@ -126,7 +127,7 @@ func (p *pod) calls(n int, o resilience.Outcome) int {
 func (p *pod) wantState(want circuitbreaker.State) {
 	p.t.Helper()
 	if got := p.b.State(); got != want {
-		p.t.Fatalf("%s: state %v, want %v (window %+v)", p.c.InstanceID(), got, want, p.b.Window())
+		p.t.Fatalf("%s: state %v, want %v (window %+v)", p.c.InstanceID(), got, want, coord.Of(p.b).Window())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/cluster"
+	"github.com/meshless/meshless/internal/coord"
 )
 
 func TestRedisGoneAndBack(t *testing.T) {
@@ -64,8 +65,8 @@ func TestRedisGoneAndBack(t *testing.T) {
 	}
 	b.sync()
 	b.wantState(circuitbreaker.StateOpen) // the open made while Redis was away, shared now
-	if !b.b.Window().Until.Equal(a.b.Window().Until) {
-		t.Errorf("b opens until %v, a until %v", b.b.Window().Until, a.b.Window().Until)
+	if !coord.Of(b.b).Window().Until.Equal(coord.Of(a.b).Window().Until) {
+		t.Errorf("b opens until %v, a until %v", coord.Of(b.b).Window().Until, coord.Of(a.b).Window().Until)
 	}
 	if n := a.l.warnings.Load(); n != 1 {
 		t.Errorf("%d warnings logged in all, want 1", n)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/internal/coord"
 )
 
 // openAll opens a, spreads the open to the others by one sync each, and
@@ -102,7 +103,7 @@ func TestFailedProbesReopenEverywhere(t *testing.T) {
 	a.sync()
 	b.sync()
 	b.wantState(circuitbreaker.StateOpen)
-	wa, wb := a.b.Window(), b.b.Window()
+	wa, wb := coord.Of(a.b).Window(), coord.Of(b.b).Window()
 	if !wa.Until.Equal(wb.Until) || wa.Reopens != 1 || wb.Reopens != 1 {
 		t.Fatalf("a %+v, b %+v: want the same re-open", wa, wb)
 	}
@@ -133,7 +134,7 @@ func TestTwoOpensAtOnceAgreeOnTheFirst(t *testing.T) {
 	b.calls(6, fail) // b opens on its own, a second later, before any sync
 	a.sync()         // a's open is claimed first
 	b.sync()         // b finds it in force and takes its end
-	if wa, wb := a.b.Window(), b.b.Window(); !wa.Until.Equal(wb.Until) {
+	if wa, wb := coord.Of(a.b).Window(), coord.Of(b.b).Window(); !wa.Until.Equal(wb.Until) {
 		t.Fatalf("a opens until %v, b until %v: want the first claim's end", wa.Until, wb.Until)
 	}
 	w.clk.Advance(openWait - time.Second)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/internal/coord"
 )
 
 // maxStale bounds the stale fields one sync deletes from one window hash.
@@ -69,7 +70,7 @@ func (c *Cluster) tooSlow() error {
 
 type read struct {
 	e      *entry
-	w      circuitbreaker.Window
+	w      coord.Window
 	writes [3]redis.Cmder // the window hash's writes, writes[:nw]
 	nw     int
 	set    aggregate      // the window written, when written
@@ -97,12 +98,12 @@ func (c *Cluster) exchange(ctx context.Context) error {
 		p.Set(ctx, c.alive, strconv.FormatInt(now, 10), ttl)
 		for i, e := range entries {
 			r := &reads[i]
-			r.e, r.w = e, e.b.Window()
+			r.e, r.w = e, coord.Of(e.b).Window()
 			if c.o.DecideOn != DecideLocal {
 				c.publish(ctx, p, r, now, gap)
 			}
 			r.open = e.args.getrange(ctx, p)
-			if r.w.State == circuitbreaker.StateHalfOpen && r.w.Granted > 0 && e.leaseRound != 0 {
+			if circuitbreaker.State(r.w.State) == circuitbreaker.StateHalfOpen && r.w.Granted > 0 && e.leaseRound != 0 {
 				p.PExpire(ctx, c.probesKey(e.name, e.leaseRound), ttl) // still probing: keep the lease
 			}
 		}
@@ -129,7 +130,7 @@ func (c *Cluster) publish(ctx context.Context, p redis.Pipeliner, r *read, now, 
 		r.nw++
 		e.stale = e.stale[:0]
 	}
-	if r.w.State != circuitbreaker.StateClosed {
+	if circuitbreaker.State(r.w.State) != circuitbreaker.StateClosed {
 		if e.own.state != fieldDeleted {
 			r.writes[r.nw] = p.HDel(ctx, e.wkey, c.o.instance)
 			r.nw++
@@ -200,7 +201,7 @@ func (c *Cluster) apply1(r *read, now int64, fix []repair) []repair {
 	// every other instance's that is fresh, not from the future, began after
 	// the last close, each capped by what a window holds.
 	var sum aggregate
-	if r.w.State == circuitbreaker.StateClosed {
+	if circuitbreaker.State(r.w.State) == circuitbreaker.StateClosed {
 		sum = aggregate{calls: r.w.Calls, failures: r.w.Failures, slow: r.w.Slow}
 	}
 	cfg := e.b.Config()
@@ -228,7 +229,7 @@ func (c *Cluster) apply1(r *read, now int64, fix []repair) []repair {
 		return fix
 	}
 	if reason, over := exceeded(cfg, sum); over {
-		e.b.Trip(reason) // its OnTransition flags it: flush claims and publishes the open
+		coord.Of(e.b).Trip(uint8(reason)) // its OnTransition flags it: flush claims and publishes the open
 	}
 	return fix
 }
@@ -278,7 +279,7 @@ func exceeded(cfg circuitbreaker.Config, n aggregate) (circuitbreaker.Reason, bo
 func (c *Cluster) flush(ctx context.Context) error {
 	for _, e := range c.list() {
 		if !e.pending.Swap(false) {
-			if w := e.b.Window(); w.State != circuitbreaker.StateHalfOpen || w.Granted > 0 || c.health.Load() != healthUp {
+			if w := coord.Of(e.b).Window(); circuitbreaker.State(w.State) != circuitbreaker.StateHalfOpen || w.Granted > 0 || c.health.Load() != healthUp {
 				continue
 			}
 			// Half-open with no probe leased: try again (a holder may have gone).
@@ -317,11 +318,11 @@ func (c *Cluster) keyFailed(ctx context.Context, key string, err error) error {
 
 // act handles one breaker's own change, by the state it is in now.
 func (c *Cluster) act(ctx context.Context, e *entry) error {
-	w := e.b.Window()
+	w := coord.Of(e.b).Window()
 	now := c.o.clock.Now()
 	ctx, cancel := context.WithTimeout(ctx, c.o.timeout())
 	defer cancel()
-	switch w.State {
+	switch circuitbreaker.State(w.State) {
 	case circuitbreaker.StateOpen:
 		until := w.Until.UnixMilli()
 		if until == e.round {
@@ -369,13 +370,13 @@ func (c *Cluster) act(ctx context.Context, e *entry) error {
 			return c.keyFailed(ctx, key, err)
 		}
 		if n < 0 { // another instance's probes closed this round
-			if e.b.CloseRemote() {
+			if coord.Of(e.b).CloseRemote() {
 				e.lastClose = now.UnixMilli()
 			}
 			return nil
 		}
 		e.leaseRound = round
-		e.b.GrantProbes(n)
+		coord.Of(e.b).GrantProbes(n)
 	case circuitbreaker.StateClosed:
 		if circuitbreaker.State(e.lastTo.Load()) != circuitbreaker.StateClosed {
 			return nil

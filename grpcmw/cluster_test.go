@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/coord"
 	"github.com/meshless/meshless/internal/redistest"
 	"github.com/meshless/meshless/resilience/resiliencetest"
 )
@@ -426,7 +427,7 @@ func TestClusterNamespaceComesFromTheFirstTarget(t *testing.T) {
 		if got, want := chain.Cluster().Config().Namespace, "meshless@dns:///"+be2.addr; got != want {
 			t.Fatalf("namespace %q, want %q (the first call's target)", got, want)
 		}
-		if b, ok := chain.Breaker(clusterKey); !ok || b.Window().Calls != 2 {
+		if b, ok := chain.Breaker(clusterKey); !ok || coord.Of(b).Window().Calls != 2 {
 			t.Fatal("want one breaker for both targets, with both calls")
 		}
 		// Writing the default namespace is sharing on purpose: another
