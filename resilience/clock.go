@@ -52,20 +52,24 @@ func SystemClock() Clock { return preciseClock{} }
 // slow, or not, by that much. Opt in only where calls are far longer than
 // that lag and the per-call nanoseconds matter; never in tests that run
 // under testing/synctest.
-func CoarseClock() Clock { return systemClock{} }
+func CoarseClock() Clock { return coarseClock{} }
 
-// systemClock is the coarse clock; preciseClock overrides its Now.
-type systemClock struct{}
+// timers are the timers of package time, shared by both real clocks.
+type timers struct{}
 
-type preciseClock struct{ systemClock }
+// preciseClock is SystemClock: Now is time.Now.
+type preciseClock struct{ timers }
+
+// coarseClock is CoarseClock: Now is the shared coarse source's.
+type coarseClock struct{ timers }
 
 func (preciseClock) Now() time.Time { return time.Now() }
 
-func (systemClock) Now() time.Time { return coarse.now() }
+func (coarseClock) Now() time.Time { return coarse.now() }
 
-func (systemClock) NewTimer(d time.Duration) Timer { return timeTimer{time.NewTimer(d)} }
+func (timers) NewTimer(d time.Duration) Timer { return timeTimer{time.NewTimer(d)} }
 
-func (systemClock) AfterFunc(d time.Duration, f func()) Timer {
+func (timers) AfterFunc(d time.Duration, f func()) Timer {
 	return timeTimer{time.AfterFunc(d, f)}
 }
 
@@ -74,20 +78,21 @@ type timeTimer struct{ t *time.Timer }
 func (t timeTimer) C() <-chan time.Time { return t.t.C }
 func (t timeTimer) Stop() bool          { return t.t.Stop() }
 
-// coarseClock is the shared coarse time source behind CoarseClock.
-type coarseClock struct {
+// coarseSource is the shared time source behind CoarseClock: one for the
+// process, refreshed by a ticker goroutine while it is read.
+type coarseSource struct {
 	cur     atomic.Pointer[time.Time] // refreshed by the ticker; carries a monotonic reading
 	running atomic.Bool               // the ticker goroutine is refreshing cur
 	used    atomic.Bool               // read since the ticker last looked
 	mu      sync.Mutex                // serialises starting the ticker
 }
 
-var coarse = new(coarseClock)
+var coarse = new(coarseSource)
 
 // idleAfter is how long the ticker runs on without a read before it stops.
 const idleAfter = 50 * time.Millisecond
 
-func (c *coarseClock) now() time.Time {
+func (c *coarseSource) now() time.Time {
 	if !c.used.Load() {
 		c.used.Store(true)
 	}
@@ -99,7 +104,7 @@ func (c *coarseClock) now() time.Time {
 
 // start refreshes the time from the precise clock and starts the ticker if
 // it is not running.
-func (c *coarseClock) start() time.Time {
+func (c *coarseSource) start() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -111,7 +116,7 @@ func (c *coarseClock) start() time.Time {
 	return now
 }
 
-func (c *coarseClock) tick() {
+func (c *coarseSource) tick() {
 	t := time.NewTicker(CoarseResolution)
 	defer t.Stop()
 	lastRead := time.Now()

@@ -27,7 +27,7 @@ func TestCoarseClockIsRealTime(t *testing.T) {
 
 func TestCoarseClockTicksAndStopsWhenIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := new(coarseClock)
+		c := new(coarseSource)
 		t0 := c.now()
 		if !c.running.Load() {
 			t.Fatal("the ticker did not start on first use")
