@@ -79,8 +79,14 @@ func WithDeadLetterListener(l deadletter.Listener) Option {
 	return optionFunc(func(o *options) { o.deadLetterListener = l })
 }
 
-// WithMaxMethods bounds the methods the chain keeps policies for. A method
-// beyond the bound runs without policies. Default 10000.
+// WithMaxMethods bounds the methods the chain keeps an entry of their own
+// for (its resolved policies and metric names). A method beyond the bound
+// shares its service's _OTHER entry, or the defaults' when the configuration
+// does not name its service, as an unknown method does: it never runs
+// without policies. n must be at least 1. Default 10000.
+//
+// It bounds the chain's state; otelmw.WithMaxMethodValues bounds the
+// rpc.method values an observer records.
 func WithMaxMethods(n int) Option { return optionFunc(func(o *options) { o.maxMethods = n }) }
 
 // DefaultRetryBufferLimit is the default of [WithRetryBufferLimit]: 256 KiB,

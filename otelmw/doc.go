@@ -62,8 +62,8 @@
 // # Bounded attributes
 //
 // Breaker and bulkhead names come from configuration keys. Method names
-// (rpc.method) are recorded as they are for the first [DefaultMaxMethods]
-// methods (see [WithMaxMethods]) and as "_OTHER" beyond; [WithoutMethod]
+// (rpc.method) are recorded as they are for the first [DefaultMaxMethodValues]
+// methods (see [WithMaxMethodValues]) and as "_OTHER" beyond; [WithoutMethod]
 // drops rpc.method. Each method's error.type values are bounded too.
 //
 // # Span events

@@ -91,12 +91,12 @@ func Example_grpcmw() {
 }
 
 // Past the bound, methods are recorded as "_OTHER".
-func ExampleWithMaxMethods() {
+func ExampleWithMaxMethodValues() {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
 
-	obs, err := otelmw.New(mp, otelmw.WithMaxMethods(2))
+	obs, err := otelmw.New(mp, otelmw.WithMaxMethodValues(2))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -2,9 +2,9 @@ package otelmw
 
 import "github.com/meshless/meshless/resilience"
 
-// DefaultMaxMethods is the number of distinct rpc.method values an
+// DefaultMaxMethodValues is the number of distinct rpc.method values an
 // [Observer] records before it folds further methods into "_OTHER".
-const DefaultMaxMethods = 1000
+const DefaultMaxMethodValues = 1000
 
 // maxErrorTypes bounds the distinct error.type values of one method's
 // meshless.call.duration; further values become "_OTHER". gRPC has 17 codes
@@ -19,7 +19,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		maxMethods: DefaultMaxMethods,
+		maxMethods: DefaultMaxMethodValues,
 		withMethod: true,
 		spanEvents: true,
 	}
@@ -27,7 +27,7 @@ func defaultConfig() config {
 
 func (c *config) validate() error {
 	if c.maxMethods < 1 {
-		return &resilience.OptionError{Option: "WithMaxMethods", Value: c.maxMethods, Problem: "must be at least 1"}
+		return &resilience.OptionError{Option: "WithMaxMethodValues", Value: c.maxMethods, Problem: "must be at least 1"}
 	}
 	return nil
 }
@@ -39,17 +39,17 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// WithMaxMethods bounds the distinct values of the rpc.method attribute:
+// WithMaxMethodValues bounds the distinct values of the rpc.method attribute:
 // the first n method names an Observer sees are recorded as they are, every
 // later one as "_OTHER" (as OpenTelemetry's RPC conventions name an
-// unrecognised method). n must be at least 1. Default [DefaultMaxMethods].
-func WithMaxMethods(n int) Option {
+// unrecognised method). n must be at least 1. Default [DefaultMaxMethodValues].
+func WithMaxMethodValues(n int) Option {
 	return optionFunc(func(c *config) { c.maxMethods = n })
 }
 
 // WithoutMethod drops the rpc.method attribute from every metric (retry,
 // timeout and call metrics are then one series per outcome for the whole
-// client). Default: rpc.method is recorded, bounded by [WithMaxMethods].
+// client). Default: rpc.method is recorded, bounded by [WithMaxMethodValues].
 func WithoutMethod() Option {
 	return optionFunc(func(c *config) { c.withMethod = false })
 }

@@ -17,7 +17,7 @@ import (
 )
 
 func TestMethodsBeyondTheBoundAreOther(t *testing.T) {
-	obs, reader := newObserver(t, otelmw.WithMaxMethods(2))
+	obs, reader := newObserver(t, otelmw.WithMaxMethodValues(2))
 	ctx := context.Background()
 	attempt := resilience.Event{Type: resilience.EventAttempt, Attempt: 1}
 	for _, m := range []string{"pkg.Svc/A", "pkg.Svc/B", "pkg.Svc/C", "pkg.Svc/D"} {
@@ -92,8 +92,8 @@ func TestErrorTypesAreBounded(t *testing.T) {
 func TestInvalidOption(t *testing.T) {
 	mp, _ := newProvider(t)
 	for _, n := range []int{0, -1} {
-		if _, err := otelmw.New(mp, otelmw.WithMaxMethods(n)); !errors.Is(err, resilience.ErrInvalidOption) {
-			t.Errorf("WithMaxMethods(%d): err %v, want ErrInvalidOption", n, err)
+		if _, err := otelmw.New(mp, otelmw.WithMaxMethodValues(n)); !errors.Is(err, resilience.ErrInvalidOption) {
+			t.Errorf("WithMaxMethodValues(%d): err %v, want ErrInvalidOption", n, err)
 		}
 	}
 }
