@@ -3,6 +3,7 @@ package ratelimiter
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	_ "unsafe" // go:linkname
 )
@@ -31,6 +32,11 @@ type shards struct {
 	period time.Duration
 	mask   int // len(s)-1; len(s) is a power of two
 	s      []shard
+	// spent is the latest period found to have no permit left in any shard
+	// (-1: none yet). A rate limit's permits never come back within their
+	// period, so every later call of that period is refused on this one
+	// read, without a lock; it is written once per spent period.
+	spent atomic.Int64
 }
 
 // shard is one processor's share of a period's permits, alone on its cache
@@ -67,6 +73,7 @@ func newShardsN(limit int, period time.Duration, n int) *shards {
 		}
 		s.s[i].quota, s.s[i].free = int64(q), int64(q)
 	}
+	s.spent.Store(-1)
 	return s
 }
 
@@ -81,6 +88,9 @@ func (s *shards) tryAcquire() bool {
 
 // tryAcquireAt is tryAcquire from shard i in period e.
 func (s *shards) tryAcquireAt(i int, e int64) bool {
+	if s.spent.Load() == e {
+		return false
+	}
 	sh := &s.s[i]
 	sh.mu.Lock()
 	ok := sh.take(e)
@@ -103,6 +113,11 @@ func (s *shards) acquireAny(e int64) bool {
 		if s.s[i].take(e) {
 			return true
 		}
+	}
+	// Every shard is at period e or later, with no permit left: e is spent
+	// (a shard in a later period has lent nothing to e).
+	if sp := s.spent.Load(); sp < e {
+		s.spent.CompareAndSwap(sp, e)
 	}
 	return false
 }
