@@ -28,8 +28,9 @@ import (
 //     at one instant during the call every shard was empty. When its own
 //     shard is empty it looks at every shard, taking a permit from the
 //     first that has one, and then reads every word again: if none changed
-//     (the versions make an unchanged word mean no operation in between),
-//     all were empty at the instant between the two passes. If some did
+//     (the versions make an unchanged word mean no operation in between;
+//     the two passes compare the sums of the words, see sum), all were
+//     empty at the instant between the two passes. If some did
 //     change, it starts over, up to maxRounds times; a call that saw the
 //     shards change under it that often, with never a free permit when it
 //     looked, is refused (only a bulkhead at its limit with permits coming
@@ -120,10 +121,10 @@ func (s *slots) tryAcquireAt(i int) bool {
 // acquireElsewhere looks for a free permit in every shard, from the one
 // after i; false once two passes agree that every shard is empty.
 func (s *slots) acquireElsewhere(i int) bool {
-	var seen [maxShards]uint64
 	n := len(s.shards)
 	for range maxRounds {
 		scanned(-1)
+		var seen uint64
 		for k := 1; k <= n; k++ {
 			j := (i + k) & s.mask
 			sh := &s.shards[j]
@@ -133,10 +134,10 @@ func (s *slots) acquireElsewhere(i int) bool {
 					return true
 				}
 			}
-			seen[j] = w
+			seen += w
 			scanned(j)
 		}
-		if s.unchanged(&seen) {
+		if s.sum() == seen {
 			return false
 		}
 	}
@@ -159,10 +160,10 @@ func (s *slots) releaseAt(i int) bool {
 }
 
 func (s *slots) releaseElsewhere(i int) bool {
-	var seen [maxShards]uint64
 	n := len(s.shards)
 	for range maxRounds {
 		scanned(-1)
+		var seen uint64
 		for k := 1; k <= n; k++ {
 			j := (i + k) & s.mask
 			sh := &s.shards[j]
@@ -172,10 +173,10 @@ func (s *slots) releaseElsewhere(i int) bool {
 					return true
 				}
 			}
-			seen[j] = w
+			seen += w
 			scanned(j)
 		}
-		if s.unchanged(&seen) {
+		if s.sum() == seen {
 			return false
 		}
 	}
@@ -194,14 +195,17 @@ func scanned(j int) {
 	}
 }
 
-// unchanged reports whether every shard's word is still what seen says.
-func (s *slots) unchanged(seen *[maxShards]uint64) bool {
+// sum returns the sum of every shard's word. Two sums are equal only if no
+// shard changed between the reads of each: every change adds 1<<32 ± 1 to
+// one word, so k changes move the sum by k<<32 plus at most ±k, which is 0
+// (mod 2^64) only for k = 0 (below 2^32 changes, which a call's two passes
+// never straddle).
+func (s *slots) sum() uint64 {
+	var sum uint64
 	for j := range s.shards {
-		if s.shards[j].w.Load() != seen[j] {
-			return false
-		}
+		sum += s.shards[j].w.Load()
 	}
-	return true
+	return sum
 }
 
 // held returns how many permits are out: exact when no call is taking or
