@@ -144,13 +144,21 @@ func WithVerdict(f func(resilience.Result) Verdict) Option {
 	return func(s *settings) { s.verdict = f }
 }
 
-// bucket counts the verdicts of one slot of the window (a tenth of it): the
-// slot's index since the throttler started, or empty (-1) or resetting
-// (being recycled for a newer slot).
+// bucket counts the verdicts of one slot of the window (a tenth of it).
+// epoch is the slot's index since the throttler started, or empty (-1) or
+// resetting (being recycled for a newer slot). counts holds the requests in
+// its high 32 bits and the accepts in its low 32 bits, so that a verdict is
+// one atomic add and a reader sees both at once: exact up to 2³²−1 verdicts
+// a slot (4.3 billion per tenth of the window; a window is at most an hour).
 type bucket struct {
-	epoch             atomic.Int64
-	requests, accepts atomic.Int64
+	epoch  atomic.Int64
+	counts atomic.Uint64
 }
+
+const (
+	oneRequest = 1 << 32
+	oneAccept  = 1
+)
 
 const (
 	empty     = -1
@@ -213,8 +221,7 @@ func (t *Throttler) Reset() {
 	for i := range t.b {
 		b := &t.b[i]
 		b.epoch.Store(resetting)
-		b.requests.Store(0)
-		b.accepts.Store(0)
+		b.counts.Store(0)
 		b.epoch.Store(empty)
 	}
 }
@@ -251,27 +258,22 @@ func (t *Throttler) epoch(at time.Time) int64 {
 // goroutine counting at that instant is lost or moved, and a window sees
 // ten rollovers. Sequentially (one caller at a time) the counts are exact.
 // TestConcurrentCountsAtRolloversWithinTheBound checks the bound.
-//
-// The accept is added before the request, and [Throttler.totals] reads the
-// requests before the accepts: a reader never counts a request without its
-// accept, so a count in progress can only lower the rejection rate it sees,
-// never raise it.
 func (t *Throttler) count(e int64, accepted bool) {
+	delta := uint64(oneRequest)
+	if accepted {
+		delta += oneAccept
+	}
 	b := &t.b[e%buckets]
 	for {
 		be := b.epoch.Load()
 		switch {
 		case be == e:
-			if accepted {
-				b.accepts.Add(1)
-			}
-			b.requests.Add(1)
+			b.counts.Add(delta)
 			return
 		case be > e, be == resetting:
 			return
 		case b.epoch.CompareAndSwap(be, resetting):
-			b.requests.Store(0)
-			b.accepts.Store(0)
+			b.counts.Store(0)
 			b.epoch.Store(e)
 		}
 	}
@@ -287,10 +289,10 @@ func (t *Throttler) totals(e int64) (requests, accepts int64) {
 		if be < 0 || be <= e-buckets || be > e {
 			continue // empty, resetting, or out of the window
 		}
-		r, a := b.requests.Load(), b.accepts.Load()
+		c := b.counts.Load()
 		if b.epoch.Load() == be {
-			requests += r
-			accepts += a
+			requests += int64(c >> 32)
+			accepts += int64(c & (oneRequest - 1))
 		}
 	}
 	return requests, accepts
