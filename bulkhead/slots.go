@@ -24,8 +24,9 @@ import (
 //     one shard by compare-and-swap, never below zero; every release adds
 //     one; so the permits held are the limit minus the free ones, and never
 //     more than the limit.
-//   - A rejection is exact (linearizable): tryAcquire returns false only if
-//     at one instant during the call every shard was empty. When its own
+//   - A rejection is exact (linearizable) but for one bounded case:
+//     tryAcquire returns false when at one instant during the call every
+//     shard was empty, or after maxRounds changing views. When its own
 //     shard is empty it looks at every shard, taking a permit from the
 //     first that has one, and then reads every word again: if none changed
 //     (the versions make an unchanged word mean no operation in between;
