@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
@@ -26,11 +27,15 @@ func BenchmarkOutlierPick(b *testing.B) {
 	for _, tc := range []struct {
 		name   string
 		policy string
-		cfg    *outlier.Config
+		cfg    any // an *outlier.Config, or the JSON of grpc-go's config
 	}{
 		{name: "round_robin", policy: "round_robin"},
 		{name: "meshless_outlier", policy: outlier.Name, cfg: &outlier.Config{}},
 		{name: "meshless_outlier_untimed", policy: outlier.Name, cfg: &untimed},
+		// The real peer: grpc-go's own outlier detection (gRFC A50), with
+		// both of its detectors on at their defaults, so that its Done
+		// counts every call as meshless's does.
+		{name: "grpc_outlier_detection", policy: "outlier_detection_experimental", cfg: grpcODDefaults},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			p, closeFn := readyPicker(b, tc.policy, tc.cfg, 4)
@@ -68,19 +73,29 @@ func BenchmarkOutlierPick(b *testing.B) {
 	})
 }
 
+// grpcODDefaults is grpc-go's outlier_detection_experimental config with
+// its success-rate and failure-percentage detectors on at their defaults
+// (gRFC A50), over round_robin.
+const grpcODDefaults = `{"successRateEjection":{},"failurePercentageEjection":{},"childPolicy":[{"round_robin":{}}]}`
+
 // readyPicker builds policy over n endpoints, drives every SubConn to READY
-// (and healthy), and returns the policy's last picker.
-func readyPicker(tb testing.TB, policy string, cfg *outlier.Config, n int) (balancer.Picker, func()) {
+// (and healthy), and returns the policy's last picker. cfg is nil, an
+// *outlier.Config or a JSON string.
+func readyPicker(tb testing.TB, policy string, cfg any, n int) (balancer.Picker, func()) {
 	tb.Helper()
-	cc := &fakeCC{}
+	cc := &fakeCC{updated: make(chan struct{}, 1)}
 	bal := balancer.Get(policy).Build(cc, balancer.BuildOptions{})
 	var lbCfg serviceconfig.LoadBalancingConfig
 	if cfg != nil {
-		js, err := json.Marshal(cfg)
-		if err != nil {
-			tb.Fatal(err)
+		js, ok := cfg.(string)
+		if !ok {
+			raw, err := json.Marshal(cfg)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			js = string(raw)
 		}
-		parsed, err := balancer.Get(policy).(balancer.ConfigParser).ParseConfig(js)
+		parsed, err := balancer.Get(policy).(balancer.ConfigParser).ParseConfig(json.RawMessage(js))
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -98,29 +113,52 @@ func readyPicker(tb testing.TB, policy string, cfg *outlier.Config, n int) (bala
 		tb.Fatal(err)
 	}
 	// Play gRPC: connect every SubConn the policy asked to, and report it
-	// healthy once a health listener is registered.
-	for progress := true; progress; {
-		progress = false
+	// healthy once a health listener is registered. grpc-go's outlier
+	// detection passes its child's updates on from a goroutine of its own,
+	// so wait for each of its updates until the policy reports READY.
+	deadline := time.After(10 * time.Second)
+	for {
+		for progress := true; progress; {
+			progress = false
+			cc.mu.Lock()
+			scs := slices.Clone(cc.scs)
+			cc.mu.Unlock()
+			for _, sc := range scs {
+				cc.mu.Lock()
+				connect := sc.connect && !sc.ready
+				health := sc.healthListener
+				if health != nil && sc.healthy {
+					health = nil
+				}
+				sc.ready = sc.ready || connect
+				sc.healthy = sc.healthy || health != nil
+				cc.mu.Unlock()
+				if connect {
+					progress = true
+					sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+					sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+				}
+				if health != nil {
+					progress = true
+					health(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+				}
+			}
+		}
 		cc.mu.Lock()
-		scs := slices.Clone(cc.scs)
+		ready := cc.state == connectivity.Ready && cc.picker != nil
+		state := cc.state
 		cc.mu.Unlock()
-		for _, sc := range scs {
-			if sc.connect && !sc.ready {
-				sc.ready, progress = true, true
-				sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
-				sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
-			}
-			if sc.healthListener != nil && !sc.healthy {
-				sc.healthy, progress = true, true
-				sc.healthListener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
-			}
+		if ready {
+			break
+		}
+		select {
+		case <-cc.updated:
+		case <-deadline:
+			tb.Fatalf("%s: state %v after every SubConn is READY", policy, state)
 		}
 	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cc.state != connectivity.Ready || cc.picker == nil {
-		tb.Fatalf("%s: state %v after every SubConn is READY", policy, cc.state)
-	}
 	return cc.picker, bal.Close
 }
 
@@ -128,17 +166,19 @@ func readyPicker(tb testing.TB, policy string, cfg *outlier.Config, n int) (bala
 // last picker.
 type fakeCC struct {
 	balancer.ClientConn
-	mu     sync.Mutex
-	scs    []*fakeSC
-	picker balancer.Picker
-	state  connectivity.State
+	mu      sync.Mutex
+	scs     []*fakeSC
+	picker  balancer.Picker
+	state   connectivity.State
+	updated chan struct{} // a token after every UpdateState and NewSubConn
 }
 
 func (c *fakeCC) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	sc := &fakeSC{listener: opts.StateListener}
+	sc := &fakeSC{cc: c, listener: opts.StateListener}
 	c.scs = append(c.scs, sc)
+	c.notify()
 	return sc, nil
 }
 
@@ -146,6 +186,14 @@ func (c *fakeCC) UpdateState(s balancer.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.picker, c.state = s.Picker, s.ConnectivityState
+	c.notify()
+}
+
+func (c *fakeCC) notify() {
+	select {
+	case c.updated <- struct{}{}:
+	default:
+	}
 }
 
 func (c *fakeCC) ResolveNow(resolver.ResolveNowOptions)   {}
@@ -154,15 +202,28 @@ func (c *fakeCC) MetricsRecorder() estats.MetricsRecorder { return noRecorder{} 
 
 type fakeSC struct {
 	balancer.SubConn
+	cc             *fakeCC
 	listener       func(balancer.SubConnState)
 	connect        bool
 	ready, healthy bool
 	healthListener func(balancer.SubConnState)
 }
 
-func (s *fakeSC) Connect()                                             { s.connect = true }
-func (s *fakeSC) Shutdown()                                            {}
-func (s *fakeSC) RegisterHealthListener(l func(balancer.SubConnState)) { s.healthListener = l }
+func (s *fakeSC) Shutdown() {}
+
+func (s *fakeSC) Connect() {
+	s.cc.mu.Lock()
+	defer s.cc.mu.Unlock()
+	s.connect = true
+	s.cc.notify()
+}
+
+func (s *fakeSC) RegisterHealthListener(l func(balancer.SubConnState)) {
+	s.cc.mu.Lock()
+	defer s.cc.mu.Unlock()
+	s.healthListener, s.healthy = l, false
+	s.cc.notify()
+}
 
 type noRecorder struct{ estats.MetricsRecorder }
 

@@ -13,19 +13,23 @@ import (
 	"github.com/meshless/meshless/resilience"
 )
 
-// Bulkhead limits how many calls run at once. Its limit is fixed
-// (failsafe-go's bulkhead, a semaphore) or adaptive (failsafe-go's
-// adaptivelimiter, which moves the limit with the calls' latency). It is
-// safe for concurrent use.
+// Bulkhead limits how many calls run at once. Its limit is fixed or
+// adaptive (failsafe-go's adaptivelimiter, which moves the limit with the
+// calls' latency). A fixed bulkhead that does not wait keeps its permits in
+// per-processor shards of its own (slots), so that calls on different cores
+// share nothing; one that waits uses failsafe-go's bulkhead, a semaphore
+// whose waiters are woken by every permit given back. It is safe for
+// concurrent use.
 type Bulkhead struct {
 	cfg config
 	rec resilience.Recorder
 
-	// Exactly one of fixed and adaptive is set.
+	// Exactly one of slots, fixed and adaptive is set.
+	slots    *slots
 	fixed    fsbulkhead.Bulkhead[any]
 	adaptive adaptivelimiter.AdaptiveLimiter[any]
 
-	active atomic.Int64 // calls holding a permit
+	active atomic.Int64 // calls holding a permit of fixed or adaptive
 	// full is the rejection of a call that found every permit taken, shared
 	// by every such rejection; an adaptive bulkhead replaces it when its
 	// limit has moved.
@@ -53,6 +57,8 @@ func New(opts ...Option) (*Bulkhead, error) {
 		b.adaptive = adaptivelimiter.NewBuilder[any]().
 			WithLimits(uint(d.MinLimit), uint(d.MaxLimit), uint(d.InitialLimit)).
 			Build()
+	} else if cfg.MaxWaitDuration == 0 && cfg.MaxConcurrentCalls <= maxSlotsLimit {
+		b.slots = newSlots(cfg.MaxConcurrentCalls)
 	} else {
 		b.fixed = fsbulkhead.New[any](uint(cfg.MaxConcurrentCalls))
 	}
@@ -82,7 +88,12 @@ func (b *Bulkhead) Limit() int {
 // adaptive bulkhead's Limit right after the limit was lowered: calls in
 // flight are never interrupted, but no new call is admitted until Active
 // is below the limit again.
-func (b *Bulkhead) Active() int { return int(b.active.Load()) }
+func (b *Bulkhead) Active() int {
+	if b.slots != nil {
+		return b.slots.held()
+	}
+	return int(b.active.Load())
+}
 
 func (b *Bulkhead) snapshot() resilience.Snapshot {
 	return resilience.Snapshot{Limit: b.Limit(), Active: b.Active()}
@@ -119,6 +130,15 @@ type Permit struct {
 func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 	// The fixed bulkhead's paths first, without a call of their own: a free
 	// permit, or the shared rejection.
+	if s := b.slots; s != nil {
+		if s.tryAcquire() {
+			if b.rec != nil {
+				b.acquired(ctx, 0)
+			}
+			return Permit{b: b, ctx: ctx}, nil
+		}
+		return Permit{}, b.reject(ctx, b.full.Load(), 0)
+	}
 	if b.fixed != nil {
 		if b.fixed.TryAcquirePermit() {
 			b.active.Add(1)
@@ -243,17 +263,29 @@ func endedEarly(err error) bool {
 
 func (p Permit) end(record bool) { p.b.end(p.ctx, p.ap, record) }
 
+// errEndedTwice is the panic of a permit ended twice.
+const errEndedTwice = "bulkhead: Permit ended twice, or more permits ended than were acquired"
+
 // end gives back one permit: ap is the adaptive limiter's, nil on a fixed
 // bulkhead; record says whether the call's latency is a sample for it.
 func (b *Bulkhead) end(ctx context.Context, ap adaptivelimiter.Permit, record bool) {
 	if b == nil {
 		return
 	}
+	if b.slots != nil {
+		if !b.slots.release() {
+			panic(errEndedTwice)
+		}
+		if b.rec != nil {
+			b.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventReleased})
+		}
+		return
+	}
 	// Active goes down before the permit goes back, so that Active never
 	// counts more calls than hold a permit.
 	if b.active.Add(-1) < 0 {
 		b.active.Add(1)
-		panic("bulkhead: Permit ended twice, or more permits ended than were acquired")
+		panic(errEndedTwice)
 	}
 	switch {
 	case ap == nil:

@@ -19,8 +19,11 @@
 //
 // # Fixed and adaptive limits
 //
-// The fixed limit is maxConcurrentCalls (default 100): failsafe-go's
-// bulkhead, a semaphore. [WithAdaptive] replaces it with failsafe-go's
+// The fixed limit is maxConcurrentCalls (default 100). Without a wait (the
+// default) its permits are meshless's own, spread over one shard per
+// processor so that calls on different cores share no memory; with a
+// maxWaitDuration they are failsafe-go's bulkhead, a semaphore whose
+// waiters every permit given back can wake. [WithAdaptive] replaces it with failsafe-go's
 // adaptive concurrency limiter, which starts at initialLimit and moves
 // between minLimit and maxLimit by the calls' latency: it compares the recent
 // latency (the 90th percentile of a window of at least 50 calls and one
@@ -68,9 +71,11 @@
 //
 // # Cost
 //
-// A fixed bulkhead's Acquire and Release are a non-blocking channel send
-// and receive plus an atomic counter: no allocation, no clock read, and no
-// lock. The clock ([WithClock]) is read only by calls that wait. An
+// A fixed bulkhead's Acquire and Release are one compare-and-swap each on
+// the calling processor's shard (a non-blocking channel send and receive on
+// a bulkhead that waits): no allocation, no clock read, and no lock. A call
+// that finds its shard empty looks at the others, and is refused only when
+// every shard was empty at one instant. The clock ([WithClock]) is read only by calls that wait. An
 // adaptive bulkhead takes failsafe-go's mutexes and allocates its permit
 // (one allocation a call). See docs/bulkhead.md.
 //

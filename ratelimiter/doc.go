@@ -30,8 +30,9 @@
 // evenly, one every limitRefreshPeriod / limitForPeriod: 100 calls per second
 // are one call every 10 ms, and a second call within the same 10 ms waits or
 // is refused. Both are failsafe-go's rate limiters, used through their permit
-// API (never failsafe-go's executor); periods are counted from the
-// limiter's creation.
+// API (never failsafe-go's executor), except a bursty limiter that does not
+// wait, whose permits are meshless's own, spread over one shard per
+// processor; periods are counted from the limiter's creation.
 //
 // # Waiting and the caller's context
 //
@@ -80,8 +81,11 @@
 //
 // # Cost
 //
-// An admitted call that does not wait costs failsafe-go's mutex and one
-// [time.Now] read, and allocates nothing; so does a rejection at once. See
+// An admitted call of a bursty limiter that does not wait reads the
+// monotonic clock once and takes a permit from its own processor's shard
+// (a lock no other core takes while the shard has permits); one of a smooth
+// limiter, or of one that waits, costs failsafe-go's mutex and one
+// [time.Now] read. Neither allocates; nor does a rejection at once. See
 // docs/ratelimiter.md.
 //
 // A Limiter is safe for concurrent use.

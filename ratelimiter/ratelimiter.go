@@ -11,11 +11,14 @@ import (
 )
 
 // Limiter admits at most limitForPeriod calls per limitRefreshPeriod, all at
-// once ([Bursty]) or evenly spaced ([Smooth]), through failsafe-go's rate
-// limiter. It is safe for concurrent use.
+// once ([Bursty]) or evenly spaced ([Smooth]). A bursty limiter that does not
+// wait keeps its permits in per-processor shards of its own, so that calls on
+// different cores share nothing; a smooth one, or one that waits, uses
+// failsafe-go's rate limiter. It is safe for concurrent use.
 type Limiter struct {
 	cfg config
-	rl  fsratelimiter.RateLimiter[any]
+	sh  *shards                        // a bursty limiter's that does not wait
+	rl  fsratelimiter.RateLimiter[any] // otherwise
 	rec resilience.Recorder
 	// limited is the rejection of a call that found the period's permits
 	// spent, shared by every such rejection.
@@ -41,9 +44,12 @@ func New(opts ...Option) (*Limiter, error) {
 		return nil, fmt.Errorf("ratelimiter: %w", err)
 	}
 	l := &Limiter{cfg: cfg}
-	if cfg.mode == Smooth {
+	switch {
+	case cfg.mode == Bursty && cfg.timeout == 0:
+		l.sh = newShards(cfg.limit, cfg.period)
+	case cfg.mode == Smooth:
 		l.rl = fsratelimiter.NewSmooth[any](uint(cfg.limit), cfg.period)
-	} else {
+	default:
 		l.rl = fsratelimiter.NewBursty[any](uint(cfg.limit), cfg.period)
 	}
 	l.limited = &LimitedError{Name: cfg.name, LimitForPeriod: cfg.limit, LimitRefreshPeriod: cfg.period}
@@ -107,6 +113,15 @@ func (Permit) Drop() {}
 // Acquire allocates nothing when it admits a call at once or rejects it at
 // once; a call that waits allocates its timer.
 func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
+	if l.sh != nil {
+		if l.sh.tryAcquire() {
+			if l.rec != nil {
+				l.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventAcquired})
+			}
+			return Permit{}, nil
+		}
+		return Permit{}, l.reject(ctx, l.limited, 0)
+	}
 	if l.rl.TryAcquirePermit() {
 		if l.rec != nil {
 			l.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventAcquired})

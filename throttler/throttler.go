@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshless/meshless/resilience"
@@ -92,11 +93,12 @@ func DefaultVerdict(r resilience.Result) Verdict {
 type Option func(*settings)
 
 type settings struct {
-	cfg      Config
-	clock    resilience.Clock
-	random   func() float64
-	verdict  func(resilience.Result) Verdict
-	observer resilience.Observer
+	cfg       Config
+	clock     resilience.Clock
+	random    func() float64
+	ownRandom bool // random is WithRandom's, not math/rand/v2's Float64
+	verdict   func(resilience.Result) Verdict
+	observer  resilience.Observer
 }
 
 // WithObserver sets the observer of the throttler's events: an
@@ -129,8 +131,11 @@ func WithMaxRejectionRate(pct float64) Option {
 func WithClock(c resilience.Clock) Option { return func(s *settings) { s.clock = c } }
 
 // WithRandom sets the source of the draws in [0, 1) that decide each
-// rejection (default math/rand/v2's Float64); for tests.
-func WithRandom(f func() float64) Option { return func(s *settings) { s.random = f } }
+// rejection (default math/rand/v2's Float64); for tests. The throttler
+// calls f from one goroutine at a time.
+func WithRandom(f func() float64) Option {
+	return func(s *settings) { s.random, s.ownRandom = f, true }
+}
 
 // WithVerdict sets how an admitted request's result counts (default
 // [DefaultVerdict]). grpcmw counts RESOURCE_EXHAUSTED as Refused too: a
@@ -139,26 +144,48 @@ func WithVerdict(f func(resilience.Result) Verdict) Option {
 	return func(s *settings) { s.verdict = f }
 }
 
+// bucket counts the verdicts of one slot of the window (a tenth of it).
+// epoch is the slot's index since the throttler started, or empty (-1) or
+// resetting (being recycled for a newer slot). counts holds the requests in
+// its high 32 bits and the accepts in its low 32 bits, so that a verdict is
+// one atomic add and a reader sees both at once: exact up to 2³²−1 verdicts
+// a slot (4.3 billion per tenth of the window; a window is at most an hour).
 type bucket struct {
-	epoch             int64 // the window slot's index since start
-	requests, accepts int64
+	epoch  atomic.Int64
+	counts atomic.Uint64
 }
+
+const (
+	oneRequest = 1 << 32
+	oneAccept  = 1
+)
+
+const (
+	empty     = -1
+	resetting = -2
+)
 
 // Throttler rejects requests locally while its backend refuses too many; see
 // the package documentation. It is a resilience.Gate and is safe for
 // concurrent use.
+//
+// Its counts take no lock: each slot of the window is a bucket of atomic
+// counters, and a bucket is recycled for a newer slot by the first call that
+// counts in that slot. What that costs in exactness is bounded and proved in
+// the comment of [Throttler.count].
 type Throttler struct {
 	cfg     Config
 	clock   resilience.Clock
 	random  func() float64
+	randMu  *sync.Mutex // serialises a WithRandom source; nil for math/rand/v2's
 	verdict func(resilience.Result) Verdict
 	rec     resilience.Recorder
 	rej     *RejectedError
 	slot    time.Duration
 	start   time.Time
 
-	mu sync.Mutex
-	b  [buckets]bucket
+	_ [64]byte // the buckets, written by every call, on cache lines of their own
+	b [buckets]bucket
 }
 
 // New returns a throttler; an invalid setting is an error naming its key.
@@ -177,8 +204,11 @@ func New(opts ...Option) (*Throttler, error) {
 	}
 	t := &Throttler{cfg: s.cfg, clock: s.clock, random: s.random, verdict: s.verdict,
 		rej: &RejectedError{Name: s.cfg.Name}, slot: s.cfg.Window / buckets, start: s.clock.Now()}
+	if s.ownRandom {
+		t.randMu = new(sync.Mutex)
+	}
 	for i := range t.b {
-		t.b[i].epoch = -1
+		t.b[i].epoch.Store(empty)
 	}
 	t.rec = resilience.Attach(s.observer, resilience.Source{Kind: resilience.KindThrottler, Name: s.cfg.Name})
 	return t, nil
@@ -188,10 +218,11 @@ func New(opts ...Option) (*Throttler, error) {
 // afresh, as if just built. grpcmw resets it when the circuit breaker in
 // front of it closes, its probes having shown the backend healthy.
 func (t *Throttler) Reset() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	for i := range t.b {
-		t.b[i] = bucket{epoch: -1}
+		b := &t.b[i]
+		b.epoch.Store(resetting)
+		b.counts.Store(0)
+		b.epoch.Store(empty)
 	}
 }
 
@@ -204,28 +235,64 @@ func (t *Throttler) epoch(at time.Time) int64 {
 	return max(int64(at.Sub(t.start)/t.slot), 0)
 }
 
-// bucket returns the bucket of epoch e, emptied if it held an older slot,
-// or nil if it holds a newer one: e is then a window or more before a
-// verdict already counted, out of every window to come. Called with t.mu
-// held.
-func (t *Throttler) bucket(e int64) *bucket {
+// count counts requests and accepts in the bucket of slot e, recycling it
+// if it holds an older slot; it counts nothing if the bucket holds a newer
+// one (e is then a window or more before a verdict already counted, out of
+// every window to come), as the slot's own counts would already have gone.
+//
+// Without a lock, what can go wrong is bounded, and only at a rollover:
+//
+//   - A bucket is recycled in three steps: its epoch is swapped from the old
+//     slot to resetting (a compare-and-swap: one caller wins), its counts
+//     are zeroed, and the new slot is published. A count that meets
+//     resetting is dropped, so that no count of the new slot is zeroed
+//     with the old ones and no reader takes the old counts for the new
+//     slot's.
+//   - A count that read its own (old) slot in the bucket just before the
+//     swap, and adds after the counts were zeroed, lands in the new slot: it
+//     moves forward by a window or more (the bucket's old slot was leaving
+//     the window anyway).
+//
+// Either way only the calls inside count at the moment that bucket is
+// recycled are affected: at a rollover, at most one count per other
+// goroutine counting at that instant is lost or moved, and a window sees
+// ten rollovers. Sequentially (one caller at a time) the counts are exact.
+// TestConcurrentCountsAtRolloversWithinTheBound checks the bound.
+func (t *Throttler) count(e int64, accepted bool) {
+	delta := uint64(oneRequest)
+	if accepted {
+		delta += oneAccept
+	}
 	b := &t.b[e%buckets]
-	if b.epoch < e {
-		*b = bucket{epoch: e}
+	for {
+		be := b.epoch.Load()
+		switch {
+		case be == e:
+			b.counts.Add(delta)
+			return
+		case be > e, be == resetting:
+			return
+		case b.epoch.CompareAndSwap(be, resetting):
+			b.counts.Store(0)
+			b.epoch.Store(e)
+		}
 	}
-	if b.epoch != e {
-		return nil
-	}
-	return b
 }
 
-// totals sums the buckets within the window of epoch e. Called with t.mu
-// held.
+// totals sums the buckets within the window of epoch e. A bucket whose slot
+// changes while it is read is left out: it was being recycled for a slot
+// newer than the oldest of e's window.
 func (t *Throttler) totals(e int64) (requests, accepts int64) {
 	for i := range t.b {
-		if b := &t.b[i]; b.epoch > e-buckets && b.epoch <= e {
-			requests += b.requests
-			accepts += b.accepts
+		b := &t.b[i]
+		be := b.epoch.Load()
+		if be < 0 || be <= e-buckets || be > e {
+			continue // empty, resetting, or out of the window
+		}
+		c := b.counts.Load()
+		if b.epoch.Load() == be {
+			requests += int64(c >> 32)
+			accepts += int64(c & (oneRequest - 1))
 		}
 	}
 	return requests, accepts
@@ -243,8 +310,6 @@ func (t *Throttler) rate(requests, accepts int64) float64 {
 // RejectionRate returns the probability with which the next request would
 // be rejected, from 0 to maxRejectionRate/100.
 func (t *Throttler) RejectionRate() float64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	return t.rate(t.totals(t.epoch(t.clock.Now())))
 }
 
@@ -253,8 +318,6 @@ func (t *Throttler) RejectionRate() float64 {
 // ended Accepted or Refused; a request in flight is not among them yet, nor
 // is its accept.
 func (t *Throttler) Counts() (requests, accepts int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	return t.totals(t.epoch(t.clock.Now()))
 }
 
@@ -284,16 +347,22 @@ func (t *Throttler) EnterAt(ctx context.Context, now time.Time) (context.Context
 // admit draws whether the next request goes; a rejected one is counted at
 // once.
 func (t *Throttler) admit(now time.Time) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	e := t.epoch(now)
-	if p := t.rate(t.totals(e)); p > 0 && t.random() < p {
-		if b := t.bucket(e); b != nil {
-			b.requests++
-		}
+	if p := t.rate(t.totals(e)); p > 0 && t.draw() < p {
+		t.count(e, false)
 		return false
 	}
 	return true
+}
+
+// draw returns a random number in [0, 1).
+func (t *Throttler) draw() float64 {
+	if t.randMu == nil {
+		return t.random()
+	}
+	t.randMu.Lock()
+	defer t.randMu.Unlock()
+	return t.random()
 }
 
 // Exit counts the admitted request as its verdict says, at the time it
@@ -314,14 +383,7 @@ func (t *Throttler) Exit(_ context.Context, p resilience.Permit, r resilience.Re
 	if end.IsZero() {
 		end = t.clock.Now()
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if b := t.bucket(t.epoch(end)); b != nil {
-		b.requests++
-		if v == Accepted {
-			b.accepts++
-		}
-	}
+	t.count(t.epoch(end), v == Accepted)
 	return r.Err
 }
 

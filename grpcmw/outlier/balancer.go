@@ -69,7 +69,7 @@ func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balance
 		done:      make(chan struct{}),
 		exited:    make(chan struct{}),
 	}
-	b.settings.Store(&settings{cls: newClassifier(DefaultFailureStatusCodes()), clock: b.clock})
+	b.settings.Store(newSettings(newClassifier(DefaultFailureStatusCodes()), b.clock, 0, 0))
 	go b.run()
 	return b
 }
@@ -81,6 +81,9 @@ type settings struct {
 	clock       resilience.Clock
 	consecutive int64         // 0: detector off
 	slow        time.Duration // 0: detector off, calls are not timed
+	tick        time.Duration // timed calls picked within a tick share a span
+	system      bool          // clock is the system clock: time the calls with time.Since
+	base        time.Time     // the origin of the settings' time line
 }
 
 // outlierBalancer wraps a child policy. Lock order: childMu, then mu. Every
@@ -118,7 +121,8 @@ type endpoint struct {
 
 	success, failure, slow atomic.Int64 // this interval
 	consecutive            atomic.Int64
-	ejected                atomic.Bool // written under b.mu
+	ejected                atomic.Bool          // written under b.mu
+	cur                    atomic.Pointer[span] // the timed calls picked in the latest tick
 
 	// under b.mu
 	multiplier int
@@ -172,14 +176,15 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) (*Monitor, []n
 	if lc.monitor != nil && lc.monitor != b.monitor {
 		b.monitor, b.clock = lc.monitor, lc.monitor.clock
 	}
-	st := &settings{cls: newClassifier(cfg.FailureStatusCodes), clock: b.clock}
+	var consecutive int64
+	var slow time.Duration
 	if !cfg.ConsecutiveFailures.Disabled {
-		st.consecutive = int64(cfg.ConsecutiveFailures.Threshold)
+		consecutive = int64(cfg.ConsecutiveFailures.Threshold)
 	}
 	if !cfg.SlowCalls.Disabled {
-		st.slow = cfg.SlowCalls.DurationThreshold
+		slow = cfg.SlowCalls.DurationThreshold
 	}
-	b.settings.Store(st)
+	b.settings.Store(newSettings(newClassifier(cfg.FailureStatusCodes), b.clock, consecutive, slow))
 	addrs := addrsOf(rs)
 	for a, e := range b.endpoints {
 		if _, found := slices.BinarySearch(addrs, a); !found {

@@ -100,7 +100,10 @@ type SlowCalls struct {
 	// Disabled switches the detector off.
 	Disabled bool
 	// DurationThreshold: a call that took longer (from pick to done) is
-	// slow. Default 500ms.
+	// slow. Calls are timed to a tick of 1/64 of it, at most 1 ms: a call
+	// counts as slow only if it took longer than DurationThreshold, and
+	// one that took longer by less than a tick may be missed. Default
+	// 500ms.
 	DurationThreshold time.Duration
 	// RateThreshold in percent, in (0, 100]. Default 50.
 	RateThreshold int

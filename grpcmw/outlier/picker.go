@@ -1,15 +1,18 @@
 package outlier
 
 import (
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/balancer"
+
+	"github.com/meshless/meshless/resilience"
 )
 
 // picker wraps the child's picker: it hands gRPC the real SubConn and
 // records each call's result on its endpoint when the call is done. A pick
-// takes no lock: the counters are atomics per endpoint.
+// takes no lock and allocates nothing: the counters are atomics per
+// endpoint, and the Done function is made once per endpoint (untimed) or
+// once per endpoint and tick (timed; see span).
 type picker struct {
 	child balancer.Picker
 	b     *outlierBalancer
@@ -30,53 +33,85 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return res, nil
 	}
 	st := p.b.settings.Load()
-	if st.slow <= 0 {
-		if res.Done == nil {
-			res.Done = e.doneFn
-		} else {
-			childDone := res.Done
-			res.Done = func(di balancer.DoneInfo) {
-				childDone(di)
-				e.done(di)
-			}
-		}
-		return res, nil
+	done := e.doneFn
+	if st.slow > 0 {
+		done = e.span(st).fn
 	}
-	c := getCall()
-	c.e, c.st, c.child, c.start = e, st, res.Done, st.clock.Now()
-	res.Done = c.fn
+	if res.Done == nil {
+		res.Done = done
+	} else {
+		childDone := res.Done
+		res.Done = func(di balancer.DoneInfo) {
+			childDone(di)
+			done(di)
+		}
+	}
 	return res, nil
 }
 
-// call is a timed call in flight; pooled, with its Done function made once.
-type call struct {
-	e     *endpoint
-	st    *settings
-	child func(balancer.DoneInfo)
-	start time.Time
-	fn    func(balancer.DoneInfo)
+// A timed call needs its start at its Done, and gRPC gives Done nothing but
+// the call's result. Rather than a record per call (an allocation, or a
+// pool's get and put), the calls to one endpoint picked within one tick
+// share a span, made by the first of them, whose Done function knows when
+// the tick ended: a call counts as slow when it ended more than the
+// slow-call threshold after the end of the tick it was picked in. So a call
+// is never counted slow unless it took longer than the threshold, and one
+// that took longer by less than a tick may be missed. A tick is 1/64 of the
+// threshold, at most 1 ms (for the default 500 ms threshold, 1 ms: 0.2 %).
+//
+// Time is read from the monotonic clock alone ([time.Since], about half the
+// cost of [time.Now] on a virtual machine, and fake in a testing/synctest
+// bubble) when the balancer runs on the system clock, and from its Clock
+// otherwise (a Monitor's, in tests).
+
+// span is the calls to one endpoint picked within one tick.
+type span struct {
+	e   *endpoint
+	st  *settings
+	end time.Duration // the end of the tick, on st's time line
+	fn  func(balancer.DoneInfo)
 }
 
-var callPool sync.Pool
+// maxTick is the longest tick: a timed call's duration is exact to it.
+const maxTick = time.Millisecond
 
-func getCall() *call {
-	if c, ok := callPool.Get().(*call); ok {
-		return c
-	}
-	c := new(call)
-	c.fn = c.done
-	return c
+// tickOf returns the tick for a slow-call threshold.
+func tickOf(slow time.Duration) time.Duration {
+	return min(max(slow/64, time.Microsecond), maxTick)
 }
 
-func (c *call) done(di balancer.DoneInfo) {
-	e, st, child := c.e, c.st, c.child
-	d := st.clock.Now().Sub(c.start)
-	*c = call{fn: c.fn}
-	callPool.Put(c)
-	if child != nil {
-		child(di)
+// since returns the time elapsed on st's time line: since st was made.
+func (st *settings) since() time.Duration {
+	if st.system {
+		return time.Since(st.base)
 	}
-	e.record(st, di.Err, d > st.slow)
+	return st.clock.Now().Sub(st.base)
+}
+
+// span returns the span of the calls picked now to e, making it if the
+// current one is older or of older settings.
+func (e *endpoint) span(st *settings) *span {
+	now := st.since()
+	if s := e.cur.Load(); s != nil && s.st == st && now < s.end && now >= s.end-st.tick {
+		return s
+	}
+	s := &span{e: e, st: st, end: now - now%st.tick + st.tick}
+	s.fn = s.done
+	e.cur.Store(s)
+	return s
+}
+
+// done records a timed call.
+func (s *span) done(di balancer.DoneInfo) {
+	slow := s.st.since()-s.end > s.st.slow
+	if di.Err == nil {
+		s.e.succeeded()
+		if slow {
+			s.e.slow.Add(1)
+		}
+		return
+	}
+	s.e.record(s.st, di.Err, slow)
 }
 
 // done records an untimed call.
@@ -115,4 +150,14 @@ func (e *endpoint) record(st *settings, err error, slow bool) {
 	if slow {
 		e.slow.Add(1)
 	}
+}
+
+// newSettings returns the call path's settings for a configuration.
+func newSettings(cls classifier, clock resilience.Clock, consecutive int64, slow time.Duration) *settings {
+	st := &settings{cls: cls, clock: clock, consecutive: consecutive, slow: slow,
+		system: clock == resilience.SystemClock(), base: clock.Now()}
+	if slow > 0 {
+		st.tick = tickOf(slow)
+	}
+	return st
 }

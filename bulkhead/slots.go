@@ -1,0 +1,229 @@
+package bulkhead
+
+import (
+	"math"
+	"runtime"
+	"sync/atomic"
+	_ "unsafe" // go:linkname
+)
+
+// slots is the semaphore of a fixed bulkhead that does not wait: its
+// permits are spread over shards, one per processor (P) up to maxShards,
+// each on a cache line of its own, so that a call takes and gives back a
+// permit on its own processor's shard and two cores calling at once write
+// nothing in common.
+//
+// Each shard holds one word: the free permits in its low 32 bits, and a
+// version in its high 32 bits that every change increments. A shard never
+// holds more free permits than its quota (the limit spread evenly over the
+// shards; every quota is at least 1), and the quotas add up to the limit.
+//
+// Contracts (see slots_test.go):
+//
+//   - The limit is never exceeded. Every acquire takes one free permit from
+//     one shard by compare-and-swap, never below zero; every release adds
+//     one; so the permits held are the limit minus the free ones, and never
+//     more than the limit.
+//   - A rejection is exact (linearizable) but for one bounded case:
+//     tryAcquire returns false when at one instant during the call every
+//     shard was empty, or after maxRounds changing views. When its own
+//     shard is empty it looks at every shard, taking a permit from the
+//     first that has one, and then reads every word again: if none changed
+//     (the versions make an unchanged word mean no operation in between;
+//     the two passes compare the sums of the words, see sum), all were
+//     empty at the instant between the two passes. If some did
+//     change, it starts over, up to maxRounds times; a call that saw the
+//     shards change under it that often, with never a free permit when it
+//     looked, is refused (only a bulkhead at its limit with permits coming
+//     and going every few nanoseconds does that).
+//   - A release goes to its own shard unless that is at its quota, then to
+//     the first shard below its quota. Since the quotas add up to the limit,
+//     a stable view of every shard at its quota means that no permit was out:
+//     the release is one too many (a Permit ended twice) and is refused, with
+//     nothing added. A release that cannot get a stable view within
+//     maxRounds goes to its own shard above its quota, so that no permit is
+//     ever lost; a later double end may then go unnoticed.
+type slots struct {
+	limit  int
+	mask   int // len(shards)-1; len(shards) is a power of two
+	shards []shard
+}
+
+// shard is one processor's share of the permits, alone on its cache lines
+// (128 bytes: adjacent-line prefetchers pair 64-byte lines).
+type shard struct {
+	w     atomic.Uint64 // version<<32 | free
+	quota uint64
+	_     [112]byte
+}
+
+const (
+	freeMask     = 1<<32 - 1
+	acquireDelta = 1<<32 - 1 // version+1, free-1 (free > 0: no borrow)
+	releaseDelta = 1<<32 + 1 // version+1, free+1
+	// maxShards bounds a bulkhead's memory (maxShards × 128 bytes).
+	maxShards = 16
+	// maxRounds bounds the passes of a rejection, or of a release that finds
+	// its shard full, while the shards keep changing.
+	maxRounds = 16
+	// maxSlotsLimit is the largest limit slots can hold (free counts are 32
+	// bits); a larger limit uses failsafe-go's semaphore.
+	maxSlotsLimit = math.MaxInt32
+)
+
+// newSlots returns limit permits, all free, over as many shards as there
+// are processors now, rounded up to a power of two, at most maxShards and at
+// most limit (so that every quota is at least 1). Processors added later
+// share shards.
+func newSlots(limit int) *slots {
+	n := 1
+	for n < runtime.GOMAXPROCS(0) && n < maxShards && 2*n <= limit {
+		n *= 2
+	}
+	return newSlotsN(limit, n)
+}
+
+// newSlotsN returns limit permits over n shards (a power of two, at most
+// maxShards and at most limit).
+func newSlotsN(limit, n int) *slots {
+	s := &slots{limit: limit, mask: n - 1, shards: make([]shard, n)}
+	for i := range s.shards {
+		q := limit / n
+		if i < limit%n {
+			q++
+		}
+		s.shards[i].quota = uint64(q)
+		s.shards[i].w.Store(uint64(q))
+	}
+	return s
+}
+
+// home returns the index of the calling goroutine's processor's shard.
+func (s *slots) home() int {
+	p := procPin()
+	procUnpin()
+	return p & s.mask
+}
+
+// tryAcquire takes a free permit, or reports that there was none.
+func (s *slots) tryAcquire() bool { return s.tryAcquireAt(s.home()) }
+
+// tryAcquireAt is tryAcquire from shard i.
+func (s *slots) tryAcquireAt(i int) bool {
+	sh := &s.shards[i]
+	for w := sh.w.Load(); w&freeMask != 0; w = sh.w.Load() {
+		if sh.w.CompareAndSwap(w, w+acquireDelta) {
+			return true
+		}
+	}
+	return s.acquireElsewhere(i)
+}
+
+// acquireElsewhere looks for a free permit in every shard, from the one
+// after i; false once two passes agree that every shard is empty.
+func (s *slots) acquireElsewhere(i int) bool {
+	n := len(s.shards)
+	for range maxRounds {
+		scanned(-1)
+		var seen uint64
+		for k := 1; k <= n; k++ {
+			j := (i + k) & s.mask
+			sh := &s.shards[j]
+			w := sh.w.Load()
+			for ; w&freeMask != 0; w = sh.w.Load() {
+				if sh.w.CompareAndSwap(w, w+acquireDelta) {
+					return true
+				}
+			}
+			seen += w
+			scanned(j)
+		}
+		if s.sum() == seen {
+			return false
+		}
+	}
+	return false
+}
+
+// release gives a permit back; false when every shard was at its quota
+// (no permit was out), and then it adds nothing.
+func (s *slots) release() bool { return s.releaseAt(s.home()) }
+
+// releaseAt is release from shard i.
+func (s *slots) releaseAt(i int) bool {
+	sh := &s.shards[i]
+	for w := sh.w.Load(); w&freeMask < sh.quota; w = sh.w.Load() {
+		if sh.w.CompareAndSwap(w, w+releaseDelta) {
+			return true
+		}
+	}
+	return s.releaseElsewhere(i)
+}
+
+func (s *slots) releaseElsewhere(i int) bool {
+	n := len(s.shards)
+	for range maxRounds {
+		scanned(-1)
+		var seen uint64
+		for k := 1; k <= n; k++ {
+			j := (i + k) & s.mask
+			sh := &s.shards[j]
+			w := sh.w.Load()
+			for ; w&freeMask < sh.quota; w = sh.w.Load() {
+				if sh.w.CompareAndSwap(w, w+releaseDelta) {
+					return true
+				}
+			}
+			seen += w
+			scanned(j)
+		}
+		if s.sum() == seen {
+			return false
+		}
+	}
+	s.shards[i].w.Add(releaseDelta)
+	return true
+}
+
+// testHookScanned, when set (by tests only), is called as a scan of the
+// shards starts (j = -1) and after it has looked at shard j, so that a test
+// can move permits between the looks.
+var testHookScanned func(j int)
+
+func scanned(j int) {
+	if testHookScanned != nil {
+		testHookScanned(j)
+	}
+}
+
+// sum returns the sum of every shard's word. Two sums are equal only if no
+// shard changed between the reads of each: every change adds 1<<32 ± 1 to
+// one word, so k changes move the sum by k<<32 plus at most ±k, which is 0
+// (mod 2^64) only for k = 0 (below 2^32 changes, which a call's two passes
+// never straddle).
+func (s *slots) sum() uint64 {
+	var sum uint64
+	for j := range s.shards {
+		sum += s.shards[j].w.Load()
+	}
+	return sum
+}
+
+// held returns how many permits are out: exact when no call is taking or
+// giving one back, and within [0, limit] always.
+func (s *slots) held() int {
+	free := 0
+	for j := range s.shards {
+		free += int(s.shards[j].w.Load() & freeMask)
+	}
+	return min(max(s.limit-free, 0), s.limit)
+}
+
+// procPin and procUnpin pin the goroutine to its processor and return the
+// processor's id (the runtime keeps them for linkname callers: go.dev/issue/67401).
+//
+//go:linkname procPin runtime.procPin
+func procPin() int
+
+//go:linkname procUnpin runtime.procUnpin
+func procUnpin()

@@ -1,0 +1,307 @@
+package bulkhead
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// checkQuotas fails unless no shard holds more free permits than its quota
+// and the quotas add up to the limit.
+func checkQuotas(t *testing.T, s *slots) {
+	t.Helper()
+	sum := 0
+	for j := range s.shards {
+		sh := &s.shards[j]
+		if sh.quota < 1 {
+			t.Fatalf("shard %d: quota %d, want at least 1", j, sh.quota)
+		}
+		if free := sh.w.Load() & freeMask; free > sh.quota {
+			t.Fatalf("shard %d: %d free permits, above its quota %d", j, free, sh.quota)
+		}
+		sum += int(sh.quota)
+	}
+	if sum != s.limit {
+		t.Fatalf("quotas add up to %d, want the limit %d", sum, s.limit)
+	}
+}
+
+func TestNewSlotsShards(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	for _, limit := range []int{1, 2, 3, 5, 16, 100, maxSlotsLimit} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			s := newSlots(limit)
+			n := len(s.shards)
+			if n&(n-1) != 0 || n > maxShards || n > limit || s.mask != n-1 {
+				t.Fatalf("%d shards (mask %d), want a power of two, at most %d and at most the limit", n, s.mask, maxShards)
+			}
+			if want := min(procs, maxShards, limit); n < want && 2*n <= limit {
+				t.Errorf("%d shards for %d processors and limit %d, want at least %d", n, procs, limit, want)
+			}
+			checkQuotas(t, s)
+			if s.held() != 0 {
+				t.Errorf("held = %d on a new semaphore, want 0", s.held())
+			}
+		})
+	}
+}
+
+// Sequentially, from any shards in any order, the semaphore is exact: an
+// acquire succeeds iff fewer than limit permits are out, a release of a
+// permit that is out always succeeds, one more release than acquires is
+// refused (a double end) and changes nothing, and held counts the permits
+// out.
+func TestSlotsModel(t *testing.T) {
+	for seed := range uint64(200) {
+		rnd := rand.New(rand.NewPCG(seed, 3))
+		limit := 1 + rnd.IntN(40)
+		n := 1 << rnd.IntN(5)
+		for n > limit {
+			n /= 2
+		}
+		s := newSlotsN(limit, n)
+		held := 0
+		for step := range 2000 {
+			i := rnd.IntN(n)
+			if rnd.IntN(2) == 0 {
+				got, want := s.tryAcquireAt(i), held < limit
+				if got != want {
+					t.Fatalf("seed %d (limit %d, %d shards), step %d: acquire at shard %d with %d out = %v, want %v", seed, limit, n, step, i, held, got, want)
+				}
+				if got {
+					held++
+				}
+			} else {
+				got, want := s.releaseAt(i), held > 0
+				if got != want {
+					t.Fatalf("seed %d (limit %d, %d shards), step %d: release at shard %d with %d out = %v, want %v", seed, limit, n, step, i, held, got, want)
+				}
+				if got {
+					held--
+				}
+			}
+			if s.held() != held {
+				t.Fatalf("seed %d, step %d: held = %d, want %d", seed, step, s.held(), held)
+			}
+			checkQuotas(t, s)
+		}
+	}
+}
+
+// withHook sets testHookScanned for the test.
+func withHook(t *testing.T, f func(j int)) {
+	t.Cleanup(func() { testHookScanned = nil })
+	testHookScanned = f
+}
+
+// mover is a worker that holds one permit of a two-shard semaphore of limit
+// 2 and moves the other (the free one, or the room for one) between the
+// shards by giving its own back on one side and taking one on the other.
+type mover struct {
+	t *testing.T
+	s *slots
+}
+
+// free moves the free permit from shard from to shard to: at every instant
+// at least one permit is free.
+func (m mover) free(from, to int) {
+	if !m.s.releaseAt(to) || !m.s.tryAcquireAt(from) {
+		m.t.Fatalf("moving the free permit from shard %d to %d failed", from, to)
+	}
+}
+
+// room moves the room for a permit from shard from to shard to: at every
+// instant at least one permit is out.
+func (m mover) room(from, to int) {
+	if !m.s.tryAcquireAt(to) || !m.s.releaseAt(from) {
+		m.t.Fatalf("moving the room from shard %d to %d failed", from, to)
+	}
+}
+
+// A call whose own shard is empty looks at the others; while it looks, a
+// worker keeps the one free permit just where it is not looking. A single
+// look would refuse the call although a permit was free at every instant:
+// the second look sees that the shards changed, and the call looks again
+// and gets the permit.
+func TestSlotsAcquireFindsAPermitThatMoved(t *testing.T) {
+	s := newSlotsN(2, 2) // quotas 1 and 1
+	if !s.tryAcquireAt(1) {
+		t.Fatal("the worker's acquire was refused")
+	}
+	// Shard 0 holds the free permit, shard 1 none. The call starts at
+	// shard 1 and looks at shard 0, then shard 1.
+	m := mover{t, s}
+	passes := 0
+	withHook(t, func(j int) {
+		switch {
+		case j == -1:
+			passes++
+			if passes == 1 {
+				m.free(0, 1) // away from shard 0, which it looks at first
+			}
+		case j == 0 && passes == 1:
+			m.free(1, 0) // back, once it has looked
+		}
+	})
+	if !s.tryAcquireAt(1) {
+		t.Fatal("the call was refused although a permit was free at every instant")
+	}
+	if passes != 2 {
+		t.Fatalf("%d passes over the shards, want 2 (the second after the change)", passes)
+	}
+	if s.held() != 2 {
+		t.Fatalf("held = %d, want 2", s.held())
+	}
+}
+
+// The same for a release whose own shard is at its quota: while it looks
+// for room, a worker keeps the room just where it is not looking. A single
+// look would see every shard at its quota and take the release for a double
+// end (a false panic); the second look sees the change.
+func TestSlotsReleaseFindsRoomThatMoved(t *testing.T) {
+	s := newSlotsN(2, 2)
+	if !s.tryAcquireAt(1) { // the call's permit: shard 0 full, shard 1 has room
+		t.Fatal("the call's acquire was refused")
+	}
+	m := mover{t, s}
+	passes := 0
+	withHook(t, func(j int) {
+		switch {
+		case j == -1:
+			passes++
+			if passes == 1 {
+				m.room(1, 0) // the call looks at shard 1 first
+			}
+		case j == 1 && passes == 1:
+			m.room(0, 1)
+		}
+	})
+	if !s.releaseAt(0) {
+		t.Fatal("a release of a permit that was out was refused as a double end")
+	}
+	if passes != 2 {
+		t.Fatalf("%d passes over the shards, want 2", passes)
+	}
+	if s.held() != 0 {
+		t.Fatalf("held = %d, want 0", s.held())
+	}
+	checkQuotas(t, s)
+}
+
+// When the shards change under every look, a call gives up after
+// maxRounds looks: an acquire is refused (the bulkhead is at its limit and
+// busy), a release goes to its own shard, so that no permit is lost.
+func TestSlotsGiveUpAfterMaxRounds(t *testing.T) {
+	t.Run("acquire", func(t *testing.T) {
+		s := newSlotsN(1, 1)
+		if !s.tryAcquireAt(0) {
+			t.Fatal("the worker's acquire was refused")
+		}
+		passes := 0
+		withHook(t, func(j int) {
+			if j == -1 {
+				passes++
+				return
+			}
+			// The worker gives its permit back and takes it again.
+			if !s.releaseAt(0) || !s.tryAcquireAt(0) {
+				t.Fatal("the worker's release and acquire failed")
+			}
+		})
+		if s.tryAcquireAt(0) {
+			t.Fatal("the call got a permit while the worker held the only one")
+		}
+		if passes != maxRounds {
+			t.Fatalf("%d passes, want %d", passes, maxRounds)
+		}
+		if s.held() != 1 {
+			t.Fatalf("held = %d, want the worker's 1", s.held())
+		}
+	})
+	t.Run("release", func(t *testing.T) {
+		s := newSlotsN(2, 2)
+		if !s.tryAcquireAt(1) {
+			t.Fatal("the call's acquire was refused")
+		}
+		m := mover{t, s}
+		passes := 0
+		withHook(t, func(j int) {
+			switch j {
+			case -1:
+				passes++
+				m.room(1, 0)
+			case 1:
+				m.room(0, 1)
+			}
+		})
+		if !s.releaseAt(0) {
+			t.Fatal("the release was refused")
+		}
+		testHookScanned = nil
+		if passes != maxRounds {
+			t.Fatalf("%d passes, want %d", passes, maxRounds)
+		}
+		if s.held() != 0 {
+			t.Fatalf("held = %d after every permit came back, want 0", s.held())
+		}
+		for k := range 2 {
+			if !s.tryAcquireAt(0) {
+				t.Fatalf("acquire %d of 2 refused: a permit was lost", k+1)
+			}
+		}
+		if s.tryAcquireAt(1) {
+			t.Fatal("a third permit was granted: one was made up")
+		}
+	})
+}
+
+// Many goroutines on every processor take and give back permits as fast as
+// they can: never more than the limit are out, and at the end every permit
+// is back (exactly limit can be taken again).
+func TestSlotsConcurrent(t *testing.T) {
+	for _, limit := range []int{1, 2, 3, 7, 64} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			s := newSlots(limit)
+			var out, peak atomic.Int64
+			var wg sync.WaitGroup
+			for range 4 * runtime.GOMAXPROCS(0) {
+				wg.Go(func() {
+					for k := range 2000 {
+						if !s.tryAcquire() {
+							continue
+						}
+						n := out.Add(1)
+						if n > int64(limit) {
+							t.Errorf("%d permits out, above the limit %d", n, limit)
+						}
+						for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+						}
+						if k%7 == 0 {
+							runtime.Gosched() // move to another processor, sometimes
+						}
+						out.Add(-1)
+						if !s.release() {
+							t.Error("a release was refused as a double end")
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if s.held() != 0 {
+				t.Fatalf("held = %d after every permit came back", s.held())
+			}
+			for k := range limit {
+				if !s.tryAcquire() {
+					t.Fatalf("acquire %d of %d refused afterwards", k+1, limit)
+				}
+			}
+			if s.tryAcquire() {
+				t.Fatal("one more than the limit was granted afterwards")
+			}
+			t.Logf("limit %d: at most %d out at once", limit, peak.Load())
+		})
+	}
+}
