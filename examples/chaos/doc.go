@@ -1,7 +1,7 @@
 // Command chaos shows what meshless does for a gRPC client whose backend
 // goes bad. It runs scenarios (-scenario, all of them by default, in this
-// order): backend, described first below, pods and cluster, described
-// after it; docs/demo.md reads their results.
+// order): backend, described first below, pods, cluster and events,
+// described after it; docs/demo.md reads their results.
 //
 // In the backend scenario, two clients call their own gRPC backend (an in-process grpc.testing
 // TestService over loopback TCP) at the same rate, side by side, each call in
@@ -46,6 +46,25 @@
 // dependency from each pod in each run, the calls rejected at once, and when
 // each pod's breaker opened, by itself or by another pod's open.
 //
+// In the events scenario, two consumers handle the same events from a broker,
+// 200 a second about 8 keys (each key's events one at a time, in order, as
+// a partition is consumed), each event with one call to its own backend,
+// which fails for 3s (UNAVAILABLE at once), then recovers; one event is
+// poison (the backend never handles it). bare's broker redelivers an event
+// whose call failed at once, up to 10 deliveries, then gives up on it (the
+// default of Spring for Apache Kafka's error handler). meshless's calls go
+// through a grpcmw chain configured by events.yaml: a breaker, and a
+// deadLetter section that keeps each event the open breaker refuses, or
+// whose call failed, in a bbolt file (in a temporary directory the run
+// removes); the consumer acks it on DEFERRED, and the queue replays it once
+// the breaker has closed, oldest first, with its meshless-replay-id. After
+// the last event the run waits for the queue to drain (10s at most). The
+// summary counts, from what each backend handled: the events lost, the
+// duplicates (by event id and replay id), the events handled after a newer
+// one of their key (among the replays, and overall), the backend requests
+// per event, and when the breaker closed and the queue drained.
+// -events-max-entries bounds the queue, to watch it refuse.
+//
 // At the end the program draws the run, an SVG written to
 // chaos-timeline.svg in the working directory (-svg moves it, -svg "" turns
 // it off), and prints its path: a section per scenario, on that scenario's
@@ -54,16 +73,21 @@
 // a strip (closed, open, a mark for each half-open probe). Pods: the calls
 // answered and their p99, and which pods meshless's balancer had ejected.
 // Cluster: the requests that reached the dead dependency, in total, alone
-// and in cluster mode, and each pod's breaker in each run.
+// and in cluster mode, and each pod's breaker in each run. Events: the
+// events each backend handled against those published, the events
+// waiting in meshless's queue, the requests that reached each backend per
+// second, and meshless's breaker.
 //
 // The meshless clients' metrics (package otelmw, through the OpenTelemetry
 // Prometheus exporter; the cluster pods' syncs and remote opens through an
-// otelmw.ClusterListener) are served on http://127.0.0.1:9464/metrics while the
+// otelmw.ClusterListener; the events consumer's queue through an
+// otelmw.DeadLetterListener) are served on http://127.0.0.1:9464/metrics while the
 // program runs; docs/operations.md shows them in Grafana.
 //
-//	go run ./examples/chaos                  # about 40 seconds
+//	go run ./examples/chaos                  # about 47 seconds
 //	go run ./examples/chaos -scenario pods   # one scenario
 //	go run ./examples/chaos -scenario cluster -redis 127.0.0.1:6379
+//	go run ./examples/chaos -scenario events -events-max-entries 300
 //	go run ./examples/chaos -phase 1s        # every phase 1s long
 //	go run ./examples/chaos -serve           # keep serving /metrics after the run, until Ctrl-C
 //	go run ./examples/chaos -metrics ""      # no metrics endpoint

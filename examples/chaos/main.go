@@ -147,20 +147,29 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
+	ev, err := defaultEventsConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), "usage: go run ./examples/chaos [flags]\n\n"+
 			"Two gRPC clients make the same calls, one with a deadline alone, one through meshless, in each scenario:\n"+
 			"  backend: each calls its own backend, which gets overloaded, fails, hangs, then recovers (client.yaml);\n"+
 			"  pods:    both call four pods through round_robin; one fails, then another is slow (pods.yaml);\n"+
-			"  cluster: three meshless client pods call a dead dependency, alone then in cluster mode (cluster.yaml).\n"+
-			"The phase flags without \"pods-\" and the backend's flags (-fail-every, -load, -queue, -shed, -timeout,\n"+
-			"-work, -workers) set the backend scenario; -rate sets the backend and pods scenarios (the cluster scenario's\n"+
-			"pods call at 3, 1 and 1 calls a second); -phase and -quiet set every scenario.\n\n"+
+			"  cluster: three meshless client pods call a dead dependency, alone then in cluster mode (cluster.yaml);\n"+
+			"  events:  two consumers handle a broker's events through a backend that fails for 3 s: bare's broker\n"+
+			"           redelivers each failed event at once, 10 times, then gives up; meshless keeps it in a dead-letter\n"+
+			"           queue (a bbolt file in a temporary directory the run removes) and replays it (events.yaml).\n"+
+			"The phase flags without \"pods-\" or \"events-\" and the backend's flags (-fail-every, -load, -queue, -shed,\n"+
+			"-timeout, -work, -workers) set the backend scenario; -rate sets the backend, pods and events scenarios (the\n"+
+			"cluster scenario's pods call at 3, 1 and 1 calls a second); -phase and -quiet set every scenario.\n\n"+
 			"It prints the breakers' transitions and a status line per second (not with -quiet), then per scenario a\n"+
 			"summary that compares the clients phase by phase (docs/demo.md reads it), draws the run in an SVG\n"+
 			"(-svg, chaos-timeline.svg in the working directory by default) and serves the meshless\n"+
-			"clients' metrics on -metrics while it runs. With the default phases it runs about 40 s (backend\n"+
-			"15 s, pods 14 s, cluster 10 s: 40.3 s measured); -phase 1s makes it about 11 s. Flags:\n\n")
+			"clients' metrics on -metrics while it runs. With the default phases it runs about 47 s (backend\n"+
+			"15 s, pods 12 s, cluster 10 s, events 8 s and the drain of its queue, which a disk's syncs pace:\n"+
+			"47.0 s measured); -phase 1s makes it about 17 s. Flags:\n\n")
 		flag.PrintDefaults()
 	}
 	var names []string
@@ -169,7 +178,7 @@ func main() {
 		flag.DurationVar(&p.Duration, p.Name, p.Duration, "length of the "+p.Name+" phase")
 		names = append(names, "-"+p.Name)
 	}
-	scen, podFlags := addScenarioFlags(flag.CommandLine, pods, cl)
+	scen, podFlags := addScenarioFlags(flag.CommandLine, pods, cl, ev)
 	names = append(names, podFlags...)
 	flag.IntVar(&cfg.Rate, "rate", cfg.Rate, "calls per second, per client, outside the overloaded phase")
 	flag.Float64Var(&cfg.Load, "load", cfg.Load, "calls per second in the overloaded phase, in multiples of what the backend serves (workers/work)")
@@ -215,7 +224,7 @@ func mainErr(cfg config, scen scenarioOptions, metricsAddr string, serve bool) e
 			return fmt.Errorf("%w (choose another address with -metrics, or -metrics \"\" for none)", err)
 		}
 		defer m.Close()
-		cfg.Observer, scen.Cluster.Cluster = m.Observer, m.Cluster
+		cfg.Observer, scen.Cluster.Cluster, scen.Events.DeadLetter = m.Observer, m.Cluster, m.DeadLetter
 		fmt.Printf("metrics: http://%s/metrics\n", m.Addr)
 	}
 	if _, err := runScenarios(ctx, cfg, scen, os.Stdout); err != nil {

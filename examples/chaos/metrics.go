@@ -27,8 +27,10 @@ import (
 type metrics struct {
 	Observer *otelmw.Observer
 	Cluster  *otelmw.ClusterListener // the cluster scenario's syncs and remote opens
-	Handler  http.Handler
-	provider *sdkmetric.MeterProvider
+	// DeadLetter records the events scenario's dead-letter queue.
+	DeadLetter *otelmw.DeadLetterListener
+	Handler    http.Handler
+	provider   *sdkmetric.MeterProvider
 }
 
 func newMetrics() (*metrics, error) {
@@ -49,12 +51,16 @@ func newMetrics() (*metrics, error) {
 	if err != nil {
 		return nil, errors.Join(err, obs.Close(), mp.Shutdown(context.Background()))
 	}
-	return &metrics{Observer: obs, Cluster: cl, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), provider: mp}, nil
+	dl, err := otelmw.NewDeadLetterListener(mp)
+	if err != nil {
+		return nil, errors.Join(err, obs.Close(), cl.Close(), mp.Shutdown(context.Background()))
+	}
+	return &metrics{Observer: obs, Cluster: cl, DeadLetter: dl, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), provider: mp}, nil
 }
 
-// Close stops the observer and its meter provider.
+// Close stops the observer, the listeners and their meter provider.
 func (m *metrics) Close(ctx context.Context) error {
-	return errors.Join(m.Observer.Close(), m.Cluster.Close(), m.provider.Shutdown(ctx))
+	return errors.Join(m.Observer.Close(), m.Cluster.Close(), m.DeadLetter.Close(), m.provider.Shutdown(ctx))
 }
 
 // metricsServer is an HTTP server of /metrics and the observer whose

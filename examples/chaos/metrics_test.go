@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -16,8 +17,8 @@ import (
 )
 
 // families are the Prometheus metric families (name → type) that the
-// default exporter must produce from a run of the demo's backend and
-// cluster scenarios: the "Prometheus (default exporter)" column of the
+// default exporter must produce from a run of the demo's backend, cluster
+// and events scenarios: the "Prometheus (default exporter)" column of the
 // metric catalogue (docs/metrics.md), less the bulkhead's wait histogram
 // (recorded only when a bulkhead queues, and the demo's does not) and the
 // outlier ejection metrics (the pods scenario's: TestPodsEjectionsReachMetrics).
@@ -39,6 +40,9 @@ var families = map[string]string{
 	"meshless_cluster_syncs_total":               "counter", // the cluster scenario's, through the ClusterListener
 	"meshless_cluster_connected":                 "gauge",
 	"meshless_cluster_remote_opens_total":        "counter",
+	"meshless_deadletter_entries_total":          "counter", // the events scenario's, through the DeadLetterListener
+	"meshless_deadletter_depth":                  "gauge",
+	"meshless_deadletter_oldest_age_seconds":     "gauge",
 }
 
 // The exporter names the catalogue's metrics exactly as the catalogue says:
@@ -65,12 +69,21 @@ func TestMetricsCarryTheCataloguesPrometheusNames(t *testing.T) {
 		if _, err := runCluster(t.Context(), cl, io.Discard); err != nil {
 			t.Fatal(err)
 		}
-		rec := httptest.NewRecorder()
-		m.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		if rec.Code != http.StatusOK {
-			t.Fatalf("GET /metrics: %d\n%s", rec.Code, rec.Body)
+		// Last the events scenario, scraped before its chain closes: the
+		// queue's gauges are reported while it is open.
+		ev := shortEventsConfig(t)
+		ev.Observer, ev.DeadLetter, ev.Listen = m.Observer, m.DeadLetter, listenBufconn
+		ev.drained = func() {
+			rec := httptest.NewRecorder()
+			m.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			if rec.Code != http.StatusOK {
+				t.Fatalf("GET /metrics: %d\n%s", rec.Code, rec.Body)
+			}
+			body = rec.Body.Bytes()
 		}
-		body = rec.Body.Bytes()
+		if _, err := runEvents(t.Context(), ev, io.Discard); err != nil {
+			t.Fatal(err)
+		}
 	})
 	if t.Failed() {
 		t.FailNow()
@@ -118,9 +131,23 @@ func TestMetricsCarryTheCataloguesPrometheusNames(t *testing.T) {
 		`error_type="UNAVAILABLE"`,
 		`error_type="circuit_open"`,
 		`meshless_cluster_outcome="ok"`,
+		`meshless_deadletter_key="grpc.testing.TestService"`,
+		`meshless_deadletter_event="deferred"`,
+		`meshless_deadletter_event="replayed"`,
+		`meshless_deadletter_event="parked"`,
+		`meshless_deadletter_state="parked"`,
+		`meshless_deadletter_state="waiting"`,
 	} {
 		if !bytes.Contains(body, []byte(label)) {
 			t.Errorf("/metrics has no label %s", label)
+		}
+	}
+	// Once the queue has drained, the poison event is the one entry left:
+	// parked, none waiting.
+	for state, want := range map[string]string{"parked": "1", "waiting": "0"} {
+		re := regexp.MustCompile(`(?m)^meshless_deadletter_depth\{[^}]*meshless_deadletter_state="` + state + `"[^}]*\} (\S+)$`)
+		if m := re.FindSubmatch(body); m == nil || string(m[1]) != want {
+			t.Errorf("meshless_deadletter_depth, %s: %q, want %s", state, m, want)
 		}
 	}
 }

@@ -78,8 +78,8 @@ func defaultPodsConfig() (podsConfig, error) {
 	return podsConfig{
 		Phases: []podPhase{
 			{"healthy", -1, podHealthy, 2 * time.Second},
-			{"one-failing", 0, podFailing, 6 * time.Second},
-			{"one-slow", 1, podSlow, 6 * time.Second},
+			{"one-failing", 0, podFailing, 5 * time.Second},
+			{"one-slow", 1, podSlow, 5 * time.Second},
 		},
 		Pods:       4,
 		Rate:       200,

@@ -236,8 +236,9 @@ func TestParseScenarios(t *testing.T) {
 	for _, tc := range []struct {
 		in, want, err string
 	}{
-		{in: "all", want: "[backend pods cluster]"},
+		{in: "all", want: "[backend pods cluster events]"},
 		{in: "pods", want: "[pods]"},
+		{in: "events,backend", want: "[events backend]"},
 		{in: "cluster,pods, backend", want: "[cluster pods backend]"},
 		{in: "clusters", err: `no scenario "clusters"`},
 		{in: "pods,pods", err: `"pods" twice`},

@@ -20,6 +20,7 @@ var scenarios = []struct{ Name, About string }{
 	{"backend", "two clients, each calling its own backend, which gets overloaded, fails, hangs, then recovers (breaker, retries, bulkhead, timeouts)"},
 	{"pods", "one bad pod among four behind round_robin, failing then slow (outlier ejection)"},
 	{"cluster", "three client pods calling one dead dependency, alone then in cluster mode (breakers shared through Redis)"},
+	{"events", "a consumer handling a broker's events through a backend that fails, then recovers (dead-letter queue and replay)"},
 }
 
 // scenarioOptions are the flags that are not the backend scenario's.
@@ -28,16 +29,18 @@ type scenarioOptions struct {
 	SVG      string // where to write the timeline; "" for nowhere
 	Pods     podsConfig
 	Cluster  clusterConfig
+	Events   eventsConfig
 }
 
 // defaultSVG is where the timeline goes unless -svg says otherwise: the
 // working directory.
 const defaultSVG = "chaos-timeline.svg"
 
-// addScenarioFlags defines -scenario, -svg and the pods scenario's phases on
-// fs, and returns the options they set and the names of the phase flags.
-func addScenarioFlags(fs *flag.FlagSet, pods podsConfig, cl clusterConfig) (*scenarioOptions, []string) {
-	o := &scenarioOptions{Pods: pods, Cluster: cl}
+// addScenarioFlags defines -scenario, -svg and the other scenarios' flags
+// on fs, and returns the options they set and the names of the phase flags.
+func addScenarioFlags(fs *flag.FlagSet, pods podsConfig, cl clusterConfig, ev eventsConfig) (*scenarioOptions, []string) {
+	o := &scenarioOptions{Pods: pods, Cluster: cl, Events: ev}
+	o.Events.Phases = slices.Clone(ev.Phases) // the flags set the options', not ev's
 	var names []string
 	for _, s := range scenarios {
 		names = append(names, s.Name)
@@ -53,15 +56,25 @@ func addScenarioFlags(fs *flag.FlagSet, pods podsConfig, cl clusterConfig) (*sce
 	fs.DurationVar(&o.Cluster.Run, "cluster-run", o.Cluster.Run, "length of each of the cluster scenario's two runs (alone, in cluster mode)")
 	flags = append(flags, "-cluster-run")
 	fs.StringVar(&o.Cluster.RedisAddr, "redis", "", `the cluster scenario's Redis, host:port ("": an embedded miniredis)`)
+	for i := range o.Events.Phases {
+		p := &o.Events.Phases[i]
+		fs.DurationVar(&p.Duration, "events-"+p.Name, p.Duration, "length of the events scenario's "+p.Name+" phase")
+		flags = append(flags, "-events-"+p.Name)
+	}
+	fs.IntVar(&o.Events.MaxEntries, "events-max-entries", 0, "the events scenario's dead-letter queue holds at most this many events (0: events.yaml's maxEntries); beyond, it refuses them and the consumer falls back on the broker's redeliveries")
 	return o, flags
 }
 
-// setPhases makes every phase of the pods scenario d long.
+// setPhases makes every phase of the other scenarios d long, and the
+// cluster scenario's runs.
 func (o *scenarioOptions) setPhases(d time.Duration) {
 	for i := range o.Pods.Phases {
 		o.Pods.Phases[i].Duration = d
 	}
 	o.Cluster.Run = d
+	for i := range o.Events.Phases {
+		o.Events.Phases[i].Duration = d
+	}
 }
 
 // parseScenarios returns the scenarios s names, in its order.
@@ -124,11 +137,26 @@ func podsAbout(cfg podsConfig) []string {
 	return out
 }
 
+// eventsAbout says what the backend does in each phase of the events
+// scenario, for the picture.
+func eventsAbout(cfg eventsConfig) []string {
+	var out []string
+	for _, p := range cfg.Phases {
+		about := ""
+		if p.Behaviour == failing {
+			about = p.Name + ": UNAVAILABLE"
+		}
+		out = append(out, about)
+	}
+	return out
+}
+
 // results are what the scenarios that ran found.
 type results struct {
 	Backend  *summary
 	Pods     *podsSummary
 	Cluster  *clusterSummary
+	Events   *eventsSummary
 	SVG      string    // the timeline's file, if written
 	Timeline *timeline // nil unless written
 }
@@ -146,6 +174,8 @@ func runScenarios(ctx context.Context, cfg config, o scenarioOptions, w io.Write
 	pods.Rate, pods.Observer, pods.Quiet = cfg.Rate, cfg.Observer, cfg.Quiet
 	cl := o.Cluster
 	cl.Observer, cl.Quiet = cfg.Observer, cfg.Quiet
+	ev := o.Events
+	ev.Rate, ev.Observer, ev.Quiet = cfg.Rate, cfg.Observer, cfg.Quiet
 	var errs []error
 	for _, n := range names {
 		switch n {
@@ -155,6 +185,8 @@ func runScenarios(ctx context.Context, cfg config, o scenarioOptions, w io.Write
 			errs = append(errs, pods.validate())
 		case "cluster":
 			errs = append(errs, cl.validate())
+		case "events":
+			errs = append(errs, ev.validate())
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -225,6 +257,13 @@ func runScenarios(ctx context.Context, cfg config, o scenarioOptions, w io.Write
 					k.change(clusterRow(r.Name, podName(e.Pod)), stateClosed, e.At, state)
 				}
 			}
+		case "events":
+			sum, err := runEvents(ctx, ev, w)
+			if err != nil {
+				return res, err
+			}
+			res.Events = &sum
+			sum.draw(tl.track(n, sum.Elapsed), eventsAbout(ev))
 		}
 	}
 	if tl != nil {

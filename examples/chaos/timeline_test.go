@@ -16,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -113,7 +114,7 @@ func svgTexts(t *testing.T, path string) []string {
 	return texts
 }
 
-// The three scenarios, one after the other, draw one picture: a section
+// The four scenarios, one after the other, draw one picture: a section
 // each, with its panels, no text clipped or overlapping (with the SVG's
 // font and a wider fallback), and what meshless changed drawn in each.
 func TestTimelineOfEveryScenario(t *testing.T) {
@@ -122,14 +123,16 @@ func TestTimelineOfEveryScenario(t *testing.T) {
 	pods := shortPodsConfig(t)
 	cl := shortClusterConfig(t)
 	cl.Run = 3 * time.Second
+	ev := shortEventsConfig(t)
 	path := filepath.Join(t.TempDir(), "timeline.svg")
 	var res results
 	var out bytes.Buffer
 	synctest.Test(t, func(t *testing.T) {
 		cfg.Listen = listenBufconn
 		pods.Net = new(bufconnPods)
+		ev.Listen = listenBufconn
 		var err error
-		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "all", SVG: path, Pods: pods, Cluster: cl}, &out)
+		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "all", SVG: path, Pods: pods, Cluster: cl, Events: ev}, &out)
 		if err != nil {
 			t.Fatalf("runScenarios: %v", err)
 		}
@@ -137,8 +140,8 @@ func TestTimelineOfEveryScenario(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if res.Backend == nil || res.Pods == nil || res.Cluster == nil || res.SVG != path {
-		t.Fatalf("results %+v: want the three scenarios and the SVG at %s", res, path)
+	if res.Backend == nil || res.Pods == nil || res.Cluster == nil || res.Events == nil || res.SVG != path {
+		t.Fatalf("results %+v: want the four scenarios and the SVG at %s", res, path)
 	}
 	if !strings.Contains(out.String(), "timeline: "+path) {
 		t.Errorf("the output does not end with the picture's path %s:\n%s", path, out.String())
@@ -156,7 +159,7 @@ func TestTimelineOfEveryScenario(t *testing.T) {
 	for _, s := range lay.sections {
 		names = append(names, fmt.Sprintf("%s:%d", s.scenario, len(s.panels)))
 	}
-	if want := []string{"backend:4", "pods:3", "cluster:2"}; !slices.Equal(names, want) {
+	if want := []string{"backend:4", "pods:3", "cluster:2", "events:4"}; !slices.Equal(names, want) {
 		t.Errorf("sections and their panels %v, want %v", names, want)
 	}
 
@@ -204,11 +207,53 @@ func TestTimelineOfEveryScenario(t *testing.T) {
 		}
 	}
 
+	// Events: the events each backend handled end at its count, under the
+	// events published; the queue's line rises while the backend fails and
+	// ends at 0, drained; bare's requests per second while the backend
+	// fails are its redeliveries, meshless's almost none.
+	ke := res.Timeline.all()[3].snapshot()
+	xmax := ke.length.Seconds()
+	last := func(xys plotter.XYs) float64 { return xys[len(xys)-1].Y }
+	if p := countsOver(ke.tallies[tallyPublished], xmax); last(p) != float64(res.Events.Published) {
+		t.Errorf("the published line ends at %v, want %d", last(p), res.Events.Published)
+	}
+	for _, r := range res.Events.Consumers {
+		if h := countsOver(ke.tallies[tallyHandled(r.Name)], xmax); last(h) != float64(r.Handled) || r.Handled == 0 {
+			t.Errorf("%s's handled line ends at %v, want %d", r.Name, last(h), r.Handled)
+		}
+	}
+	waiting := func(x float64) float64 {
+		in, out := countsOver(ke.tallies[tallyDeferred], x), countsOver(ke.tallies[tallyResolved], x)
+		return last(in) - last(out)
+	}
+	failEnd := (ev.Phases.start(eventsFailing) + ev.Phases[eventsFailing].Duration).Seconds()
+	if w := waiting(failEnd); w < float64(ev.Phases[eventsFailing].Duration.Seconds()*float64(ev.Rate))-10 {
+		t.Errorf("%v events waiting in the queue at the end of the failing phase, want about every event of the phase", w)
+	}
+	if w := waiting(xmax); w != 0 {
+		t.Errorf("%v events waiting in the queue at the end, want 0: drained", w)
+	}
+	bin := binFor(ke.length / 5)
+	mid := failEnd - ev.Phases[eventsFailing].Duration.Seconds()/2
+	rate := func(name string) float64 { // the bin nearest mid
+		v, d := math.NaN(), math.Inf(1)
+		for _, p := range perSecond(ke.tallies[tallyRequests(name)], bin, xmax) {
+			if math.Abs(p.X-mid) < d {
+				v, d = p.Y, math.Abs(p.X-mid)
+			}
+		}
+		return v
+	}
+	if b, m := rate("bare"), rate("meshless"); !(b >= float64(ev.Rate*ev.Deliveries)*0.9) || !(m < float64(ev.Rate)/10) {
+		t.Errorf("requests per second in the middle of the failing phase: bare %v (want about %d), meshless %v (want under %d)", b, ev.Rate*ev.Deliveries, m, ev.Rate/10)
+	}
+
 	texts := svgTexts(t, path)
 	for _, want := range []string{
 		"bare: a gRPC deadline, nothing else", "meshless: round_robin with outlier ejection (pods.yaml)", // the legends
 		"alone: each pod's breaker decides on its own calls",
 		"healthy", "overloaded: 2.5× capacity", "one-failing: pod-1 answers UNAVAILABLE", // the phases
+		"every event published",                    // the events' legend
 		"breaker", "pod-1", "alone A", "cluster C", // the strips
 		"seconds since the scenario's start",
 	} {
@@ -378,8 +423,12 @@ func TestDefaultSVGInWorkingDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ev, err := defaultEventsConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
 	fs := flagSet()
-	o, _ := addScenarioFlags(fs, pods, cl)
+	o, _ := addScenarioFlags(fs, pods, cl, ev)
 	if o.SVG != defaultSVG {
 		t.Errorf("-svg defaults to %q, want %q", o.SVG, defaultSVG)
 	}

@@ -88,16 +88,17 @@ var (
 
 // Colours: one per client, the same in every section; one per state.
 var (
-	colorBare     = color.RGBA{R: 0x80, G: 0x80, B: 0x80, A: 0xff}
-	colorMeshless = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
-	colorAlone    = color.RGBA{R: 0xe6, G: 0x55, B: 0x0d, A: 0xff}
-	colorCluster  = color.RGBA{R: 0x75, G: 0x6b, B: 0xb1, A: 0xff}
-	colorOK       = color.RGBA{R: 0xc7, G: 0xe9, B: 0xc0, A: 0xff} // closed, in rotation
-	colorOpen     = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff} // open, ejected
-	colorHalfOpen = color.RGBA{R: 0xf5, G: 0xa6, B: 0x23, A: 0xff}
-	colorRemote   = colorCluster // open by another pod's open, through the cluster
-	stripShades   = []color.Color{color.RGBA{R: 0xe4, G: 0xe4, B: 0xe4, A: 0xff}, color.RGBA{R: 0xf2, G: 0xf2, B: 0xf2, A: 0xff}}
-	panelShades   = []color.Color{color.RGBA{R: 0xf0, G: 0xf0, B: 0xf0, A: 0xff}, color.RGBA{R: 0xfa, G: 0xfa, B: 0xfa, A: 0xff}}
+	colorBare      = color.RGBA{R: 0x80, G: 0x80, B: 0x80, A: 0xff}
+	colorMeshless  = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	colorAlone     = color.RGBA{R: 0xe6, G: 0x55, B: 0x0d, A: 0xff}
+	colorCluster   = color.RGBA{R: 0x75, G: 0x6b, B: 0xb1, A: 0xff}
+	colorOK        = color.RGBA{R: 0xc7, G: 0xe9, B: 0xc0, A: 0xff} // closed, in rotation
+	colorOpen      = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff} // open, ejected
+	colorHalfOpen  = color.RGBA{R: 0xf5, G: 0xa6, B: 0x23, A: 0xff}
+	colorRemote    = colorCluster                                   // open by another pod's open, through the cluster
+	colorPublished = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff} // every event published
+	stripShades    = []color.Color{color.RGBA{R: 0xe4, G: 0xe4, B: 0xe4, A: 0xff}, color.RGBA{R: 0xf2, G: 0xf2, B: 0xf2, A: 0xff}}
+	panelShades    = []color.Color{color.RGBA{R: 0xf0, G: 0xf0, B: 0xf0, A: 0xff}, color.RGBA{R: 0xfa, G: 0xfa, B: 0xfa, A: 0xff}}
 )
 
 // layout is where everything went, for the tests.

@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"slices"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -29,6 +30,7 @@ var sectionOf = map[string]func(snapshot) (section, error){
 	"backend": backendSection,
 	"pods":    podsSection,
 	"cluster": clusterSection,
+	"events":  eventsSection,
 }
 
 // sections are the timeline's sections, one per scenario that ran.
@@ -332,4 +334,119 @@ func statePanel(rows []stateRow, labels []string, xmax float64, colors map[strin
 	p.Add(marks...)
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	return p, nil
+}
+
+// eventsSection shows the events scenario: the events each backend
+// handled against those published, meshless's dead-letter queue filling
+// and draining, the requests that reached each backend, and meshless's
+// breaker.
+func eventsSection(s snapshot) (section, error) {
+	xmax := s.length.Seconds()
+	sec := section{
+		title: "events: a consumer's events, each a gRPC call to a backend that fails, then recovers",
+		legend: []legendItem{
+			{"bare: redelivered at once when its call fails, then given up", lineThumb{colorBare}},
+			{"meshless: kept in a dead-letter queue (a local file), replayed once the breaker closes (events.yaml)", lineThumb{colorMeshless}},
+			{"every event published", lineThumb{colorPublished}},
+		},
+		spans: s.spans, xmax: xmax,
+		xlabel: "seconds since the scenario's start",
+	}
+	var panels []panel
+	for _, build := range []func(snapshot) (panel, error){eventsHandledPanel, eventsWaitingPanel, eventsRequestsPanel, eventsBreakerPanel} {
+		p, err := build(s)
+		if err != nil {
+			return sec, err
+		}
+		panels = append(panels, p)
+	}
+	sec.panels = panels
+	return sec, nil
+}
+
+// eventsHandledPanel: the events each backend handled, each once, in total
+// since the start, under the events published.
+func eventsHandledPanel(s snapshot) (panel, error) {
+	xmax := s.length.Seconds()
+	pub := countsOver(s.tallies[tallyPublished], xmax)
+	bare, mesh := countsOver(s.tallies[tallyHandled("bare")], xmax), countsOver(s.tallies[tallyHandled("meshless")], xmax)
+	p, err := linePanel(s.spans, xmax, max(10, 1.08*maxY(pub, bare, mesh)), xmax,
+		[]line{{pub, colorPublished}, {bare, colorBare}, {mesh, colorMeshless}})
+	return panel{"events the backend handled, each counted once, in total since the start: bare's line falls behind for good, meshless's catches up", p, lineH + 10, nil}, err
+}
+
+// eventsWaitingPanel: the events waiting in meshless's dead-letter queue.
+func eventsWaitingPanel(s snapshot) (panel, error) {
+	xmax := s.length.Seconds()
+	in, out := countsOver(s.tallies[tallyDeferred], xmax), countsOver(s.tallies[tallyResolved], xmax)
+	waiting := make(plotter.XYs, len(in))
+	for i := range in {
+		waiting[i] = plotter.XY{X: in[i].X, Y: in[i].Y - out[i].Y}
+	}
+	p, err := linePanel(s.spans, xmax, max(10, 1.12*maxY(waiting)), xmax, []line{{waiting, colorMeshless}})
+	caption := fmt.Sprintf("events waiting in meshless's dead-letter queue (at most %.0f): kept while the backend fails, replayed after the breaker closes", maxY(waiting))
+	if len(s.tallies[tallyStuck]) > 0 {
+		caption = fmt.Sprintf("events waiting in meshless's dead-letter queue (at most %.0f), replayed after the breaker closes; flat behind a failing replay", maxY(waiting))
+	}
+	return panel{caption, p, lineH, nil}, err
+}
+
+// eventsRequestsPanel: the requests that reached each backend, per second,
+// over bins of a fiftieth of the run or so: a redelivery storm starts and
+// ends at once.
+func eventsRequestsPanel(s snapshot) (panel, error) {
+	xmax := s.length.Seconds()
+	bin := binFor(s.length / 5)
+	bare, mesh := perSecond(s.tallies[tallyRequests("bare")], bin, xmax), perSecond(s.tallies[tallyRequests("meshless")], bin, xmax)
+	p, err := linePanel(s.spans, xmax, max(10, 1.12*maxY(bare, mesh)), xmax, []line{{bare, colorBare}, {mesh, colorMeshless}})
+	return panel{"requests that reached the backend, per second: bare's broker redelivers each failed event at once; meshless's breaker stops them", p, lineH, nil}, err
+}
+
+// eventsBreakerPanel: meshless's breaker, as a strip.
+func eventsBreakerPanel(s snapshot) (panel, error) {
+	rows := s.rows
+	if len(rows) == 0 {
+		rows = []stateRow{{Name: "breaker", Initial: stateClosed}}
+	}
+	labels := rowNames(rows)
+	if len(rows) == 1 {
+		labels = []string{"breaker"}
+	}
+	p, err := statePanel(rows, labels, s.length.Seconds(), map[string]color.Color{stateClosed: colorOK, stateOpen: colorOpen, stateHalfOpen: colorHalfOpen}, stateHalfOpen)
+	return panel{"meshless's circuit breaker:", p, rowH * vg.Length(len(rows)), []legendItem{
+		{"closed", boxThumb{colorOK}}, {"open", boxThumb{colorOpen}}, {"half-open: a probe, a mark each", boxThumb{colorHalfOpen}},
+	}}, err
+}
+
+// countsOver is how many of ts (sorted) happened up to each of 400 moments
+// from 0 to xmax: a cumulative count, drawn as a line.
+func countsOver(ts []time.Duration, xmax float64) plotter.XYs {
+	const n = 400
+	xys := make(plotter.XYs, n+1)
+	for i := range xys {
+		x := xmax * float64(i) / n
+		j, _ := slices.BinarySearch(ts, time.Duration(x*float64(time.Second))+1)
+		xys[i] = plotter.XY{X: x, Y: float64(j)}
+	}
+	return xys
+}
+
+// perSecond is ts (sorted) counted per bin, as a rate per second, at each
+// bin's middle, from 0 to xmax.
+func perSecond(ts []time.Duration, bin time.Duration, xmax float64) plotter.XYs {
+	n := int(xmax / bin.Seconds())
+	if n < 1 {
+		n = 1
+	}
+	counts := make([]int, n)
+	for _, t := range ts {
+		if i := int(t / bin); i >= 0 && i < n {
+			counts[i]++
+		}
+	}
+	xys := make(plotter.XYs, n)
+	for i, c := range counts {
+		xys[i] = plotter.XY{X: (time.Duration(i)*bin + bin/2).Seconds(), Y: float64(c) / bin.Seconds()}
+	}
+	return xys
 }
