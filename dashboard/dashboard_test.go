@@ -222,6 +222,7 @@ func TestThresholdLinesAreTheAlerts(t *testing.T) {
 		{"MeshlessCircuitBreakerTrips", tripsAlert, "Trips per hour (the worst instance of each breaker)"},
 		{"MeshlessRetryAmplification", retryAlert, "Retry amplification (attempts per call)"},
 		{"MeshlessBulkheadSaturated", saturationAlert, "Bulkhead saturation (active / limit)"},
+		{"MeshlessDeadLetterNotDraining", notDrainingAlert, "Oldest waiting entry"},
 	} {
 		t.Run(c.alert, func(t *testing.T) {
 			expr := regexp.MustCompile(`(?s)- alert: ` + c.alert + `\n\s+expr: \|\n(.*?)\n\s+(for|labels):`).FindSubmatch(rules)
@@ -268,6 +269,7 @@ func ExampleRows() {
 	// Adaptive throttling and observe mode: 2 panels
 	// Outlier ejection (endpoints taken out of load balancing): 2 panels
 	// Cluster mode (breakers shared through Redis): 3 panels
+	// Dead-letter queue (calls kept while a breaker is open, replayed after): 3 panels
 }
 
 func ExampleJSON() {
@@ -287,7 +289,7 @@ func ExampleJSON() {
 		return
 	}
 	fmt.Println(d.UID, len(d.Panels), "panels and rows")
-	// Output: meshless-resilience 40 panels and rows
+	// Output: meshless-resilience 44 panels and rows
 }
 
 // No panel option is an empty string (the SDK's zero value where Grafana

@@ -22,6 +22,8 @@ const (
 	grpcM      = `rpc_system_name="grpc"`  // a gRPC call's meshless.call.duration
 	httpM      = `http_request_method!=""` // an HTTP call's
 	serverM    = `server_address=~"$server"`
+	// dead-letter queues are keyed like breakers
+	deadLetterM = `meshless_deadletter_key=~"$breaker"`
 )
 
 // rateInterval is the window of every rate: Grafana's $__rate_interval, at

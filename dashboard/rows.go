@@ -18,6 +18,7 @@ const (
 	retryAlert         = 1.1  // MeshlessRetryAmplification: attempts per call
 	hedgeBudget        = 1.1  // the same 10% budget, for hedged copies
 	saturationAlert    = 0.8  // MeshlessBulkheadSaturated
+	notDrainingAlert   = 3600 // MeshlessDeadLetterNotDraining: the oldest waiting entry's age, seconds
 	errorRatioLine     = 0.05 // a reference, not an alert: put your SLO's error budget here
 )
 
@@ -278,5 +279,26 @@ func clusterRow() Row {
 			"none", 9,
 			query(sumBy("meshless_circuit_breaker_name", increase(sel("meshless_cluster_remote_opens_total", breakerM), "1h")),
 				"{{meshless_circuit_breaker_name}}")),
+	}}
+}
+
+func deadLetterRow() Row {
+	return Row{Title: "Dead-letter queue (calls kept while a breaker is open, replayed after)", Panels: []cog.Builder[grafana.Panel]{
+		series("Dead-letter entries, waiting and parked",
+			"meshless.deadletter.depth per key (a breaker key) and state: waiting for a replay, or parked after maxReplays failed replays, for an operator (meshless-deadletter). Waiting rises while the breaker is open and falls as replays drain it once it closes; parked entries stay until requeued or purged, and count towards maxEntries. The highest instance: with the Redis store every instance reports the same shared depth. See docs/deadletter.md.",
+			"short", half,
+			query("max by (meshless_deadletter_key, meshless_deadletter_state) ("+sel("meshless_deadletter_depth", deadLetterM)+")",
+				"{{meshless_deadletter_key}} {{meshless_deadletter_state}}")).
+			Decimals(0),
+		withLine(series("Oldest waiting entry",
+			"meshless.deadletter.oldest.age per key: how long the oldest entry waiting for a replay has waited (0 when none waits). It grows while the breaker is open and drops when the replays drain the queue. The red line is the MeshlessDeadLetterNotDraining alert's threshold (an hour); past maxAge (24h by default) entries expire unreplayed.",
+			"s", half,
+			query("max by (meshless_deadletter_key) ("+sel("meshless_deadletter_oldest_age_seconds", deadLetterM)+")",
+				"{{meshless_deadletter_key}}")), notDrainingAlert),
+		series("Dead-letter entries by event",
+			"meshless.deadletter.entries per second, per key and event: deferred (kept; the caller got DEFERRED), replayed (a replay succeeded and the entry is gone), failed (a replay failed; it stays), parked, expired (older than maxAge, dropped unreplayed), refused (not kept: the key was full or its store failed, and the caller got its original error), dropped (unreadable), requeued and purged (an operator). refused, expired and dropped are work lost: the MeshlessDeadLetterLosing alert.",
+			"ops", full,
+			query(sumBy("meshless_deadletter_key, meshless_deadletter_event", rate(sel("meshless_deadletter_entries_total", deadLetterM))),
+				"{{meshless_deadletter_key}} {{meshless_deadletter_event}}")),
 	}}
 }

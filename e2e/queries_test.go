@@ -47,6 +47,9 @@ var catalogue = []string{
 	"meshless_cluster_syncs_total",
 	"meshless_cluster_connected",
 	"meshless_cluster_remote_opens_total",
+	"meshless_deadletter_entries_total",
+	"meshless_deadletter_depth",
+	"meshless_deadletter_oldest_age_seconds",
 }
 
 // query is one PromQL expression and where it was found.

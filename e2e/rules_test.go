@@ -127,3 +127,24 @@ tests:
 		t.Errorf("coverage = %q\nwant %q", got, want)
 	}
 }
+
+// The thresholds the end-to-end test lowers are in the rule file, once
+// each; a rule file without them is an error, not a silent no-op.
+func TestLowerThresholds(t *testing.T) {
+	data, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := lowerThresholds(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range demoThresholds {
+		if !strings.Contains(got, d.to) || strings.Contains(got, d.from) {
+			t.Errorf("%s: the threshold is not lowered in\n%s", d.alert, got)
+		}
+	}
+	if _, err := lowerThresholds(strings.ReplaceAll(string(data), "> 3600", "> 7200")); err == nil {
+		t.Error("a rule file whose threshold changed: no error")
+	}
+}
