@@ -591,6 +591,11 @@ func runEvents(ctx context.Context, cfg eventsConfig, w io.Writer) (eventsSummar
 				nextStatus += time.Second
 			}
 		}
+		state := "drained"
+		if rec.waiting() > 0 {
+			state = "not drained"
+		}
+		s.status(time.Since(start), state, pub.published())
 	}
 	if cfg.drained != nil {
 		cfg.drained()

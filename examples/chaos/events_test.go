@@ -268,3 +268,30 @@ func TestEventsFlags(t *testing.T) {
 		t.Errorf("the run's deadLetter section: path %q, maxEntries %d; events.yaml's path %q", *dl.Path, *dl.MaxEntries, *ev.Client.Defaults.DeadLetter.Path)
 	}
 }
+
+func TestPeakWaiting(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	for name, c := range map[string]struct {
+		in, out []time.Duration
+		want    int
+	}{
+		"none":                {nil, nil, 0},
+		"all in, none out":    {ms(1, 2, 3), nil, 3},
+		"one at a time":       {ms(1, 3, 5), ms(2, 4, 6), 1},
+		"a backlog, drained":  {ms(1, 2, 3, 4), ms(5, 6, 7, 8), 4},
+		"out as the next in":  {ms(1, 2), ms(2, 3), 2}, // at 2ms one is in before the other is out
+		"two peaks, the last": {ms(1, 2, 10, 11, 12), ms(3, 4, 13, 14, 15), 3},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := peakWaiting(c.in, c.out); got != c.want {
+				t.Errorf("peakWaiting = %d, want %d", got, c.want)
+			}
+		})
+	}
+}

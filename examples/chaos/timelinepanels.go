@@ -384,9 +384,10 @@ func eventsWaitingPanel(s snapshot) (panel, error) {
 		waiting[i] = plotter.XY{X: in[i].X, Y: in[i].Y - out[i].Y}
 	}
 	p, err := linePanel(s.spans, xmax, max(10, 1.12*maxY(waiting)), xmax, []line{{waiting, colorMeshless}})
-	caption := fmt.Sprintf("events waiting in meshless's dead-letter queue (at most %.0f): kept while the backend fails, replayed after the breaker closes", maxY(waiting))
+	peak := peakWaiting(s.tallies[tallyDeferred], s.tallies[tallyResolved])
+	caption := fmt.Sprintf("events waiting in meshless's dead-letter queue (at most %d): kept while the backend fails, replayed after the breaker closes", peak)
 	if len(s.tallies[tallyStuck]) > 0 {
-		caption = fmt.Sprintf("events waiting in meshless's dead-letter queue (at most %.0f), replayed after the breaker closes; flat behind a failing replay", maxY(waiting))
+		caption = fmt.Sprintf("events waiting in meshless's dead-letter queue (at most %d), replayed after the breaker closes; flat behind a failing replay", peak)
 	}
 	return panel{caption, p, lineH, nil}, err
 }
@@ -416,6 +417,20 @@ func eventsBreakerPanel(s snapshot) (panel, error) {
 	return panel{"meshless's circuit breaker:", p, rowH * vg.Length(len(rows)), []legendItem{
 		{"closed", boxThumb{colorOK}}, {"open", boxThumb{colorOpen}}, {"half-open: a probe, a mark each", boxThumb{colorHalfOpen}},
 	}}, err
+}
+
+// peakWaiting is the most entries in and not yet out at any moment, from
+// the sorted times they went in and out (an entry goes out after it went
+// in).
+func peakWaiting(in, out []time.Duration) int {
+	peak, j := 0, 0
+	for i, t := range in {
+		for j < len(out) && out[j] < t {
+			j++
+		}
+		peak = max(peak, i+1-j)
+	}
+	return peak
 }
 
 // countsOver is how many of ts (sorted) happened up to each of 400 moments
