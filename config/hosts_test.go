@@ -124,6 +124,10 @@ func TestHostsErrorsNameThePath(t *testing.T) {
 			`hosts."a.example".routes."/x".circuitBreaker.slidingWindowSize: with keyBy: service one breaker serves the whole service`},
 		{"an unknown key in a route", "hosts: { a.example: { routes: { /x: { retries: {} } } } }",
 			`hosts."a.example".routes."/x".retries: unknown key`},
+		{"a deadLetter section at a host", "hosts: { a.example: { deadLetter: { enabled: true } } }",
+			`hosts."a.example".deadLetter: the dead-letter queue defers gRPC calls only; HTTP requests are not deferred`},
+		{"a deadLetter section at a route", "hosts: { a.example: { routes: { /x: { deadLetter: {} } } } }",
+			`hosts."a.example".routes."/x".deadLetter: the dead-letter queue defers gRPC calls only`},
 		{"an out-of-range value at a host", "hosts: { a.example: { circuitBreaker: { failureRateThreshold: 150 } } }",
 			`hosts."a.example".circuitBreaker.failureRateThreshold: must be in (0, 100], got 150`},
 	} {

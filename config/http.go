@@ -106,6 +106,7 @@ func (c *Config) checkHosts(failed map[string][]string, add func(path, problem s
 			checkKeyBy(*kb.KeyBy, hpath+".circuitBreaker.keyBy", add)
 		}
 		checkCodes(&h.Policies, hpath, true, add)
+		checkNoDeadLetter(&h.Policies, hpath, add)
 		checkLevelFrom(builtinHTTP, hl, hpath, failed, add)
 		checkRoutes(h.Routes, hpath, add)
 		keyBy := *resolve(hl...).CircuitBreaker.KeyBy
@@ -117,8 +118,19 @@ func (c *Config) checkHosts(failed map[string][]string, add func(path, problem s
 			rpath := Join(hpath+".routes", r)
 			checkMethodLevel(rp, rpath, keyBy, add)
 			checkCodes(rp, rpath, true, add)
+			checkNoDeadLetter(rp, rpath, add)
 			checkLevelFrom(builtinHTTP, append(hl, level{path: rpath, p: rp}), rpath, failed, add)
 		}
+	}
+}
+
+// checkNoDeadLetter refuses a deadLetter section in HTTP's scope: HTTP calls
+// are not deferred yet, and a section that silently did nothing would leave
+// a user believing their requests are kept. The defaults' deadLetter is
+// gRPC's only (docs/deadletter.md).
+func checkNoDeadLetter(p *Policies, path string, add func(path, problem string)) {
+	if p.DeadLetter != nil {
+		add(path+".deadLetter", "the dead-letter queue defers gRPC calls only; HTTP requests are not deferred (docs/deadletter.md)")
 	}
 }
 
