@@ -368,3 +368,30 @@ func serveMetrics(t *testing.T, dir, bin string) (names, printed []string) {
 	}
 	return names, printed
 }
+
+// TestGettingStartedHTTP builds step 7's program, a weather API on a local
+// port and a client through httpmw, and checks that it prints what the page
+// shows: the retried 503, the 404 passed through, the breaker opening.
+func TestGettingStartedHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the HTTP program of " + gettingStarted)
+	}
+	p := readPage(t)
+	files := p.programs["http"]
+	if len(files) != 2 {
+		t.Fatalf("%s: program http has files %v, want weather-client.yaml and main.go: are its blocks marked <!-- program http: FILE -->?",
+			gettingStarted, slices.Sorted(maps.Keys(files)))
+	}
+	want := p.outputs["http"]
+	if len(want) == 0 {
+		t.Fatalf("%s: no block marked <!-- output of http -->", gettingStarted)
+	}
+	dir, bin, _ := module(t, files)
+	out, err := run(t, dir, bin)
+	if err != nil {
+		t.Fatalf("the program of step 7: %v\n%s", err, out)
+	}
+	if got := lines(out); !slices.Equal(got, want) {
+		t.Errorf("the program of step 7 prints\n%s\n\n%s shows\n%s", out, gettingStarted, strings.Join(want, "\n"))
+	}
+}
