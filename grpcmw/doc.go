@@ -54,13 +54,15 @@
 // state); a call the bulkhead refuses, with RESOURCE_EXHAUSTED and
 // BULKHEAD_FULL; a call the rate limiter refuses, with RESOURCE_EXHAUSTED
 // and RATE_LIMITED; a call the adaptive throttler refuses, with
-// RESOURCE_EXHAUSTED and THROTTLED. The error also matches
-// circuitbreaker.ErrOpen, bulkhead.ErrFull, ratelimiter.ErrLimited or
-// throttler.ErrThrottled with errors.Is ([RejectionError]). No meshless
+// RESOURCE_EXHAUSTED and THROTTLED; a call a dead-letter queue kept, with
+// UNAVAILABLE and DEFERRED (metadata: key, id). The error also matches
+// circuitbreaker.ErrOpen, bulkhead.ErrFull, ratelimiter.ErrLimited,
+// throttler.ErrThrottled or deadletter.ErrDeferred with errors.Is
+// ([RejectionError]). No meshless
 // client retries or hedges any of these reasons, also when a downstream
 // service passes it on unchanged ([RejectionReason]); the relayed
 // CIRCUIT_OPEN counts as a failure of the service that relayed it, a
-// relayed BULKHEAD_FULL, RATE_LIMITED or THROTTLED is ignored by the
+// relayed BULKHEAD_FULL, RATE_LIMITED, THROTTLED or DEFERRED is ignored by the
 // breaker, whatever the configured codes, and none moves the retry throttle.
 //
 // # gRFC A6
@@ -78,7 +80,27 @@
 // probes with the client's other instances through Redis, with nothing on
 // the call path (docs/cluster.md). [Chain.Cluster] returns the running
 // cluster, [WithRedisClient] gives it a go-redis client built in Go, and
-// [Chain.Close] stops it.
+// [Chain.Close] stops it. When the section leaves namespace out, the
+// namespace is derived from the dial target of the chain's first call, and
+// the cluster starts then: until that call, [Chain.Cluster] returns nil.
+//
+// # Observe mode
+//
+// mode: observe, at any level (defaults, a service, a method), runs every
+// policy of what the level covers as usual — each decides, records its
+// events and metrics — but none acts: no call is refused, delayed, retried,
+// hedged, cut by a timeout or deferred. Use it to see what a new
+// configuration would do before enforcing it (docs/configuration.md).
+//
+// # Dead-letter queue
+//
+// A deadLetter section keeps the unary calls a key's open breaker refuses
+// (and, with on: [RETRIES_EXHAUSTED], those whose attempts all failed) in a
+// durable, bounded queue (package deadletter: a bbolt file or Redis
+// Streams), answers the caller UNAVAILABLE with DEFERRED, and replays them
+// through the same connection and policies once the breaker closes. Streams
+// are never deferred. [WithDeadLetterListener] receives the queue's events;
+// docs/deadletter.md has the rest.
 //
 // # Streams
 //

@@ -4,5 +4,7 @@
 // grpcmw's decoder reads (config_test.go), that every Go snippet compiles
 // unless it is marked as a fragment (snippets_test.go), and that the
 // programs of docs/getting-started.md build in a module of their own and
-// print what the page shows (gettingstarted_test.go).
+// print what the page shows (gettingstarted_test.go), and that the index,
+// docs/README.md, links every page while no page outgrows 600 lines
+// (index_test.go).
 package docscheck
