@@ -12,13 +12,19 @@ import (
 // root is the repository's root, from this package's directory.
 const root = "../.."
 
-// docFiles returns README.md and docs/*.md, relative to root.
+// docFiles returns README.md, docs/*.md and docs/benchmarks/*.md, relative
+// to root.
 func docFiles(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	more, err := filepath.Glob(filepath.Join(root, "docs", "benchmarks", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, more...)
 	out := []string{"README.md"}
 	for _, f := range files {
 		rel, err := filepath.Rel(root, f)
