@@ -10,11 +10,6 @@ import (
 // one question and is split.
 const maxPageLines = 600
 
-// longPages are the pages allowed past maxPageLines, each with its reason.
-var longPages = map[string]string{
-	"docs/benchmarks.md": "every benchmark's figures and commands, kept together until it is split by topic",
-}
-
 // TestIndexLinksEveryPage checks that docs/README.md, the index, links every
 // page of docs/, so that no page is found only by chance.
 func TestIndexLinksEveryPage(t *testing.T) {
@@ -45,13 +40,10 @@ func TestIndexLinksEveryPage(t *testing.T) {
 }
 
 // TestPagesAnswerOneQuestion checks that no page of README.md and docs/
-// outgrows maxPageLines, unless longPages names it.
+// outgrows maxPageLines.
 func TestPagesAnswerOneQuestion(t *testing.T) {
 	for _, doc := range docFiles(t) {
 		n := strings.Count(readDoc(t, doc), "\n")
-		if _, ok := longPages[doc]; ok {
-			continue
-		}
 		if n >= maxPageLines {
 			t.Errorf("%s has %d lines (at most %d): split it into pages that each answer one question, and update docs/README.md", doc, n, maxPageLines-1)
 		}
