@@ -59,7 +59,10 @@ func (l *load) run(d time.Duration, latency func(elapsed time.Duration) time.Dur
 func newAdaptiveLoad(t *testing.T) *load {
 	// Ten callers at a time: failsafe-go caps the limit at 5 × the calls in
 	// flight, so the limit can rise above its initial 20, up to 50.
-	b := mustNew(t, bulkhead.WithAdaptive(bulkhead.Adaptive{}), bulkhead.WithClock(resilience.SystemClock()))
+	b := mustNew(t, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+		c.Adaptive = true
+		c.AdaptiveLimits = bulkhead.Adaptive{}
+	})), bulkhead.WithClock(resilience.SystemClock()))
 	return &load{t: t, b: b, callers: 10}
 }
 

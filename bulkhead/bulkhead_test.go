@@ -17,14 +17,16 @@ var kinds = []struct {
 	name string
 	opt  bulkhead.Option
 }{
-	{name: "fixed", opt: bulkhead.WithMaxConcurrentCalls(3)},
-	{name: "adaptive", opt: bulkhead.WithAdaptive(bulkhead.Adaptive{MinLimit: 1, MaxLimit: 3, InitialLimit: 3})},
+	{name: "fixed", opt: bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 3 }))},
+	{name: "adaptive", opt: bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+		c.Adaptive, c.AdaptiveLimits = true, bulkhead.Adaptive{MinLimit: 1, MaxLimit: 3, InitialLimit: 3}
+	}))},
 }
 
 func TestFullBulkheadRejectsAtOnce(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
-			b := mustNew(t, bulkhead.WithName("payments"), k.opt)
+			b := mustNew(t, k.opt, bulkhead.WithName("payments"))
 			ps := hold(t, b, 3)
 			if b.Active() != 3 || b.Limit() != 3 {
 				t.Fatalf("Active, Limit = %d, %d; want 3, 3", b.Active(), b.Limit())
@@ -80,7 +82,10 @@ func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
 	}
 	releaseAll(ps)
 
-	a := mustNew(t, bulkhead.WithAdaptive(bulkhead.Adaptive{}))
+	a := mustNew(t, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+		c.Adaptive = true
+		c.AdaptiveLimits = bulkhead.Adaptive{}
+	})))
 	if a.Limit() != 20 {
 		t.Fatalf("default adaptive Limit = %d, want 20", a.Limit())
 	}
@@ -94,7 +99,10 @@ func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
 		{name: "initial set", a: bulkhead.Adaptive{InitialLimit: 7}, want: 7},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := mustNew(t, bulkhead.WithAdaptive(tt.a)).Limit(); got != tt.want {
+			if got := mustNew(t, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+				c.Adaptive = true
+				c.AdaptiveLimits = tt.a
+			}))).Limit(); got != tt.want {
 				t.Fatalf("Limit = %d, want %d", got, tt.want)
 			}
 		})
@@ -141,7 +149,7 @@ func TestPanicInTheCallGivesThePermitBack(t *testing.T) {
 }
 
 func TestApplyRunsTheRestOfTheChain(t *testing.T) {
-	b := mustNew(t, bulkhead.WithMaxConcurrentCalls(1))
+	b := mustNew(t, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })))
 	var inner int
 	chain := resilience.NewChain(b, resilience.PolicyFunc(func(ctx context.Context, next resilience.Next) error {
 		inner = b.Active()
@@ -191,7 +199,7 @@ func TestObserverSeesAcquiredRejectedAndReleased(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			obs := new(resiliencetest.Observer)
-			b := mustNew(t, bulkhead.WithName("inventory"), bulkhead.WithObserver(obs), k.opt)
+			b := mustNew(t, k.opt, bulkhead.WithName("inventory"), bulkhead.WithObserver(obs))
 			srcs := obs.Sources()
 			if len(srcs) != 1 || srcs[0].Kind != resilience.KindBulkhead || srcs[0].Name != "inventory" || srcs[0].Snapshot == nil {
 				t.Fatalf("sources = %+v, want one bulkhead source named inventory with a snapshot", srcs)
@@ -236,7 +244,7 @@ func TestObserverGetsTheCallsContext(t *testing.T) {
 			seen = append(seen, ctx.Value(key{}))
 		})
 	})
-	b := mustNew(t, bulkhead.WithObserver(obs), bulkhead.WithMaxConcurrentCalls(1))
+	b := mustNew(t, bulkhead.WithObserver(obs), bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })))
 	ctx := context.WithValue(t.Context(), key{}, "call")
 	p, _ := b.Acquire(ctx)
 	_, _ = b.Acquire(ctx)

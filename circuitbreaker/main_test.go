@@ -27,11 +27,13 @@ type harness struct {
 func newHarness(t *testing.T, opts ...circuitbreaker.Option) *harness {
 	t.Helper()
 	h := &harness{t: t, clk: resiliencetest.NewClock(t0), obs: new(resiliencetest.Observer)}
+	// The name goes last: a WithConfig in opts sets every setting, the name
+	// included.
 	opts = append([]circuitbreaker.Option{
-		circuitbreaker.WithName("test"),
 		circuitbreaker.WithClock(h.clk),
 		circuitbreaker.WithObserver(h.obs),
 	}, opts...)
+	opts = append(opts, circuitbreaker.WithName("test"))
 	cb, err := circuitbreaker.New(opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)

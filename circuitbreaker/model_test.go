@@ -84,17 +84,19 @@ func (c modelConfig) options(clk resilience.Clock) []circuitbreaker.Option {
 	}
 	return []circuitbreaker.Option{
 		circuitbreaker.WithClock(clk),
-		circuitbreaker.WithSlidingWindowType(wt),
-		circuitbreaker.WithSlidingWindowSize(c.size),
-		circuitbreaker.WithMinimumNumberOfCalls(c.minCalls),
-		circuitbreaker.WithFailureRateThreshold(c.failureRate),
-		circuitbreaker.WithSlowCallRateThreshold(c.slowRate),
-		circuitbreaker.WithSlowCallDurationThreshold(c.slowThreshold),
-		circuitbreaker.WithWaitDurationInOpenState(c.wait),
-		circuitbreaker.WithMaxWaitDurationInOpenState(c.maxWait),
-		circuitbreaker.WithMaxWaitDurationInHalfOpenState(c.halfOpenMax),
-		circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(c.permits),
-		circuitbreaker.WithMode(c.mode),
+		circuitbreaker.WithConfig(breakerConf(func(cc *circuitbreaker.Config) {
+			cc.SlidingWindowType = wt
+			cc.SlidingWindowSize = c.size
+			cc.MinimumNumberOfCalls = c.minCalls
+			cc.FailureRateThreshold = c.failureRate
+			cc.SlowCallRateThreshold = c.slowRate
+			cc.SlowCallDurationThreshold = c.slowThreshold
+			cc.WaitDurationInOpenState = c.wait
+			cc.MaxWaitDurationInOpenState = c.maxWait
+			cc.MaxWaitDurationInHalfOpenState = c.halfOpenMax
+			cc.PermittedNumberOfCallsInHalfOpenState = c.permits
+			cc.Mode = c.mode
+		})),
 	}
 }
 

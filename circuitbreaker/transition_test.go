@@ -12,16 +12,24 @@ import (
 	"github.com/meshless/meshless/resilience"
 )
 
-var small = []circuitbreaker.Option{
-	circuitbreaker.WithSlidingWindowSize(10),
-	circuitbreaker.WithMinimumNumberOfCalls(5),
-	circuitbreaker.WithFailureRateThreshold(50),
-	circuitbreaker.WithSlowCallDurationThreshold(time.Second),
-	circuitbreaker.WithSlowCallRateThreshold(60),
-	circuitbreaker.WithWaitDurationInOpenState(10 * time.Second),
-	circuitbreaker.WithMaxWaitDurationInOpenState(35 * time.Second),
-	circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(2),
+// smallConf is a small breaker's configuration, with edits applied.
+func smallConf(edits ...func(*circuitbreaker.Config)) circuitbreaker.Config {
+	return breakerConf(func(c *circuitbreaker.Config) {
+		c.SlidingWindowSize = 10
+		c.MinimumNumberOfCalls = 5
+		c.FailureRateThreshold = 50
+		c.SlowCallDurationThreshold = time.Second
+		c.SlowCallRateThreshold = 60
+		c.WaitDurationInOpenState = 10 * time.Second
+		c.MaxWaitDurationInOpenState = 35 * time.Second
+		c.PermittedNumberOfCallsInHalfOpenState = 2
+		for _, e := range edits {
+			e(c)
+		}
+	})
 }
+
+var small = []circuitbreaker.Option{circuitbreaker.WithConfig(smallConf())}
 
 func smallWith(opts ...circuitbreaker.Option) []circuitbreaker.Option {
 	return append(slices.Clone(small), opts...)
@@ -144,7 +152,7 @@ func TestTransitions(t *testing.T) {
 		},
 		{
 			name: "half-open decides on its probes whatever the minimum says",
-			opts: smallWith(circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1)),
+			opts: smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.PermittedNumberOfCallsInHalfOpenState = 1 }))),
 			steps: func(h *harness) {
 				h.halfOpen()
 				h.calls(1, ok, 0)
@@ -180,7 +188,7 @@ func TestTransitions(t *testing.T) {
 		},
 		{
 			name: "max wait in half-open re-opens",
-			opts: smallWith(circuitbreaker.WithMaxWaitDurationInHalfOpenState(5 * time.Second)),
+			opts: smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.MaxWaitDurationInHalfOpenState = 5 * time.Second }))),
 			steps: func(h *harness) {
 				h.halfOpen()
 				p, _ := h.cb.Acquire(context.Background()) // a probe that never reports
@@ -192,19 +200,19 @@ func TestTransitions(t *testing.T) {
 		},
 		{
 			name:  "forced open by configuration",
-			opts:  smallWith(circuitbreaker.WithMode(circuitbreaker.ModeForcedOpen)),
+			opts:  smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeForcedOpen }))),
 			steps: func(h *harness) { h.clk.Advance(time.Hour); h.wantRejected() },
 			want:  circuitbreaker.StateForcedOpen,
 		},
 		{
 			name:  "disabled by configuration passes everything and never opens",
-			opts:  smallWith(circuitbreaker.WithMode(circuitbreaker.ModeDisabled)),
+			opts:  smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeDisabled }))),
 			steps: func(h *harness) { h.calls(50, fail, 0) },
 			want:  circuitbreaker.StateDisabled,
 		},
 		{
 			name:  "metrics only by configuration records but never opens",
-			opts:  smallWith(circuitbreaker.WithMode(circuitbreaker.ModeMetricsOnly)),
+			opts:  smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeMetricsOnly }))),
 			steps: func(h *harness) { h.calls(50, fail, 0) },
 			want:  circuitbreaker.StateMetricsOnly,
 		},
@@ -302,7 +310,7 @@ func TestOpenWaitDoublesOnEachReopenUpToTheCap(t *testing.T) {
 }
 
 func TestOpenWaitWithoutGrowth(t *testing.T) {
-	h := newHarness(t, smallWith(circuitbreaker.WithMaxWaitDurationInOpenState(0))...)
+	h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.MaxWaitDurationInOpenState = 0 })))...)
 	h.open()
 	for range 3 {
 		h.clk.Advance(10 * time.Second)
@@ -316,7 +324,7 @@ func TestOpenWaitWithoutGrowth(t *testing.T) {
 func TestOpenWaitJitterNeverPassesTheCap(t *testing.T) {
 	// 10s doubled twice is 40s, capped at 35s; +/-50 % jitter must not
 	// pass 35s.
-	h := newHarness(t, smallWith(circuitbreaker.WithOpenStateJitter(0.5))...)
+	h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.OpenStateJitter = 0.5 })))...)
 	h.open()
 	for range 2 {
 		h.clk.Advance(time.Minute)
@@ -348,7 +356,10 @@ func TestNilContextIsBackground(t *testing.T) {
 }
 
 func TestOpenWaitJitterStaysInItsBounds(t *testing.T) {
-	h := newHarness(t, smallWith(circuitbreaker.WithOpenStateJitter(0.2), circuitbreaker.WithMaxWaitDurationInOpenState(0))...)
+	h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) {
+		c.OpenStateJitter = 0.2
+		c.MaxWaitDurationInOpenState = 0
+	})))...)
 	seen := map[time.Duration]bool{}
 	for range 200 {
 		h.cb.Reset()
@@ -477,7 +488,7 @@ func TestAbandonedProbeIsReleasedWhenItsContextEnds(t *testing.T) {
 
 func TestProbeWhoseDeadlinePassesCountsAsFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, smallWith(circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1))...)
+		h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.PermittedNumberOfCallsInHalfOpenState = 1 })))...)
 		h.halfOpen()
 		ctx, cancel := context.WithDeadline(context.Background(), time.Now()) // already past
 		defer cancel()
