@@ -52,7 +52,7 @@ func TestFullBulkheadRejectsAtOnce(t *testing.T) {
 			if o := resilience.DefaultClassifier(err); o != resilience.Ignored {
 				t.Errorf("DefaultClassifier(full) = %v, want ignored", o)
 			}
-			if _, err := b.Acquire(t.Context()); err != fe {
+			if _, err := enter(b, t.Context()); err != fe {
 				t.Errorf("second rejection %p is not the shared error %p", err, fe)
 			}
 			ps[0].Release()
@@ -77,7 +77,7 @@ func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
 	}
 	ps := hold(t, b, 100)
 	// maxWaitDuration 0: the 101st call is refused at once.
-	if _, err := b.Acquire(t.Context()); !errors.Is(err, bulkhead.ErrFull) {
+	if _, err := enter(b, t.Context()); !errors.Is(err, bulkhead.ErrFull) {
 		t.Fatalf("101st Acquire: %v, want ErrFull", err)
 	}
 	releaseAll(ps)
@@ -188,8 +188,10 @@ func TestEndingAPermitTwicePanics(t *testing.T) {
 	}
 }
 
+// A permit of no bulkhead ends through a nil *Bulkhead, whose Exit does
+// nothing.
 func TestZeroPermitIsANoOp(t *testing.T) {
-	var p bulkhead.Permit
+	var p permit
 	p.Release()
 	p.Drop()
 	p.Done(errUnavailable)
@@ -212,7 +214,7 @@ func TestObserverSeesAcquiredRejectedAndReleased(t *testing.T) {
 			if s := snap(); s.Limit != 3 || s.Active != 3 {
 				t.Fatalf("snapshot %+v, want limit 3, active 3", s)
 			}
-			_, rejected := b.Acquire(t.Context())
+			_, rejected := enter(b, t.Context())
 			releaseAll(ps)
 			if s := snap(); s.Active != 0 {
 				t.Fatalf("snapshot %+v, want active 0", s)
@@ -246,8 +248,8 @@ func TestObserverGetsTheCallsContext(t *testing.T) {
 	})
 	b := mustNew(t, bulkhead.WithObserver(obs), bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })))
 	ctx := context.WithValue(t.Context(), key{}, "call")
-	p, _ := b.Acquire(ctx)
-	_, _ = b.Acquire(ctx)
+	p, _ := enter(b, ctx)
+	_, _ = enter(b, ctx)
 	p.Release()
 	if want := []any{"call", "call", "call"}; !slices.Equal(seen, want) {
 		t.Fatalf("contexts %v, want the call's on every event", seen)
@@ -255,7 +257,7 @@ func TestObserverGetsTheCallsContext(t *testing.T) {
 	// A nil context is accepted and recorded as Background.
 	seen = nil
 	var nilCtx context.Context
-	p, _ = b.Acquire(nilCtx)
+	p, _ = enter(b, nilCtx)
 	p.Release()
 	if len(seen) != 2 || seen[0] != nil {
 		t.Fatalf("contexts %v, want two events without values", seen)

@@ -50,7 +50,7 @@ func TestWaiterIsRejectedAtMaxWaitDuration(t *testing.T) {
 				b, obs := newWaiting(t, k.opt)
 				held := hold(t, b, 1)
 				start := time.Now()
-				_, err := b.Acquire(t.Context())
+				_, err := enter(b, t.Context())
 				if waited := time.Since(start); waited != 100*time.Millisecond {
 					t.Fatalf("Acquire returned after %v, want the 100ms maxWaitDuration", waited)
 				}
@@ -79,7 +79,7 @@ func TestWaiterIsAdmittedWhenAPermitComesBackInTime(t *testing.T) {
 					held[0].Release()
 				}()
 				start := time.Now()
-				p, err := b.Acquire(t.Context())
+				p, err := enter(b, t.Context())
 				if err != nil {
 					t.Fatalf("Acquire: %v, want the permit released after 30ms", err)
 				}
@@ -186,7 +186,7 @@ func TestWaitEndsWithTheCallersContext(t *testing.T) {
 						ctx, cancel := tt.ctx(t.Context())
 						defer cancel()
 						start := time.Now()
-						_, err := b.Acquire(ctx)
+						_, err := enter(b, ctx)
 						if waited := time.Since(start); waited != tt.after {
 							t.Fatalf("Acquire returned after %v, want %v", waited, tt.after)
 						}
@@ -220,7 +220,7 @@ func TestNoWaitWhenAPermitIsFree(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		start := time.Now()
-		p, err := b.Acquire(ctx)
+		p, err := enter(b, ctx)
 		if err != nil || time.Since(start) != 0 {
 			t.Fatalf("Acquire = %v after %v, want a permit at once", err, time.Since(start))
 		}

@@ -114,7 +114,7 @@ func TestLeasedProbes(t *testing.T) {
 	if g := coord.Of(h.cb).GrantProbes(1); g != 1 {
 		t.Fatalf("GrantProbes(1) = %d", g)
 	}
-	p, err := h.cb.Acquire(context.Background())
+	p, err := h.enter(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func TestDisabledReportsNothing(t *testing.T) {
 func TestOpenError(t *testing.T) {
 	h := newHarness(t, small...)
 	h.open()
-	_, err := h.cb.Acquire(context.Background())
+	_, err := h.enter(context.Background())
 	var oe *circuitbreaker.OpenError
 	if !errors.As(err, &oe) {
 		t.Fatalf("rejection %T is not an *OpenError", err)
@@ -132,7 +132,7 @@ func TestOpenError(t *testing.T) {
 	if d := oe.RetryAfter(t0.Add(time.Hour)); d != 0 {
 		t.Fatalf("RetryAfter past the wait = %v, want 0", d)
 	}
-	_, err2 := h.cb.Acquire(context.Background())
+	_, err2 := h.enter(context.Background())
 	if err2 != err {
 		t.Fatal("two rejections in one open state are not the same prebuilt error")
 	}

@@ -335,7 +335,7 @@ func runModelSequence(seed uint64) string {
 	ref := newRefModel(cfg, t0)
 
 	type held struct {
-		real  circuitbreaker.Permit
+		real  permit
 		model modelPermit
 	}
 	var permits []held
@@ -348,7 +348,7 @@ func runModelSequence(seed uint64) string {
 	for step := range steps {
 		switch op := r.IntN(100); {
 		case op < 45: // acquire
-			p, err := cb.Acquire(context.Background())
+			p, err := enter(cb, clk, context.Background())
 			mp, admitted := ref.acquire()
 			fmt.Fprintf(&trace, "%3d acquire: real err=%v, model admitted=%v\n", step, err, admitted)
 			if (err == nil) != admitted {

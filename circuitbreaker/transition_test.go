@@ -175,9 +175,9 @@ func TestTransitions(t *testing.T) {
 			opts: small,
 			steps: func(h *harness) {
 				h.halfOpen()
-				p1, err1 := h.cb.Acquire(context.Background())
-				_, err2 := h.cb.Acquire(context.Background())
-				_, err3 := h.cb.Acquire(context.Background())
+				p1, err1 := h.enter(context.Background())
+				_, err2 := h.enter(context.Background())
+				_, err3 := h.enter(context.Background())
 				var oe *circuitbreaker.OpenError
 				if err1 != nil || err2 != nil || !errors.As(err3, &oe) || oe.State != circuitbreaker.StateHalfOpen {
 					h.t.Fatalf("acquires = %v, %v, %v; want two probes then a HALF_OPEN rejection", err1, err2, err3)
@@ -191,7 +191,7 @@ func TestTransitions(t *testing.T) {
 			opts: smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.MaxWaitDurationInHalfOpenState = 5 * time.Second }))),
 			steps: func(h *harness) {
 				h.halfOpen()
-				p, _ := h.cb.Acquire(context.Background()) // a probe that never reports
+				p, _ := h.enter(context.Background()) // a probe that never reports
 				_ = p
 				h.clk.Advance(5 * time.Second)
 			},
@@ -285,7 +285,7 @@ func TestOpenWaitDoublesOnEachReopenUpToTheCap(t *testing.T) {
 	var waits []time.Duration
 	for range 4 {
 		var oe *circuitbreaker.OpenError
-		if _, err := h.cb.Acquire(context.Background()); !errors.As(err, &oe) {
+		if _, err := h.enter(context.Background()); !errors.As(err, &oe) {
 			t.Fatalf("Acquire while open = %v, want an OpenError", err)
 		}
 		wait := oe.RetryAfter(h.clk.Now())
@@ -303,7 +303,7 @@ func TestOpenWaitDoublesOnEachReopenUpToTheCap(t *testing.T) {
 	h.calls(2, ok, 0)
 	h.open()
 	var oe *circuitbreaker.OpenError
-	_, err := h.cb.Acquire(context.Background())
+	_, err := h.enter(context.Background())
 	if !errors.As(err, &oe) || oe.RetryAfter(h.clk.Now()) != 10*time.Second {
 		t.Fatalf("after closing, the open wait is %v, want 10s again", oe.RetryAfter(h.clk.Now()))
 	}
@@ -331,7 +331,7 @@ func TestOpenWaitJitterNeverPassesTheCap(t *testing.T) {
 		h.calls(2, fail, 0)
 	}
 	for range 100 {
-		_, err := h.cb.Acquire(context.Background())
+		_, err := h.enter(context.Background())
 		var oe *circuitbreaker.OpenError
 		if !errors.As(err, &oe) {
 			t.Fatalf("Acquire = %v, want open", err)
@@ -348,7 +348,7 @@ func TestNilContextIsBackground(t *testing.T) {
 	h := newHarness(t, small...)
 	h.halfOpen()
 	//lint:ignore SA1012 checking that a nil context does not panic
-	p, err := h.cb.Acquire(nil) //nolint:staticcheck
+	p, err := h.enter(nil) //nolint:staticcheck
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func TestOpenWaitJitterStaysInItsBounds(t *testing.T) {
 	for range 200 {
 		h.cb.Reset()
 		h.open()
-		_, err := h.cb.Acquire(context.Background())
+		_, err := h.enter(context.Background())
 		var oe *circuitbreaker.OpenError
 		errors.As(err, &oe)
 		w := oe.RetryAfter(h.clk.Now())
@@ -382,9 +382,9 @@ func TestResultsFromAnEarlierStateDoNotCount(t *testing.T) {
 	h := newHarness(t, small...)
 	// Five calls start while closed; the breaker is forced open and reset
 	// before they finish. Their failures belong to the old window.
-	var ps []circuitbreaker.Permit
+	var ps []permit
 	for range 5 {
-		p, err := h.cb.Acquire(context.Background())
+		p, err := h.enter(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,7 +403,7 @@ func TestResultsFromAnEarlierStateDoNotCount(t *testing.T) {
 	// A probe that finishes after its half-open state ended does not count in
 	// the next one.
 	h.halfOpen()
-	stale, _ := h.cb.Acquire(context.Background())
+	stale, _ := h.enter(context.Background())
 	h.calls(1, fail, 0) // decides with the other probe? no: 2 are permitted
 	h.cb.Reset()
 	h.halfOpen() // trips again from the new window, waits, half-opens anew
@@ -474,7 +474,7 @@ func TestAbandonedProbeIsReleasedWhenItsContextEnds(t *testing.T) {
 		// cancelled call that never reports).
 		for range 2 {
 			ctx, cancel := context.WithCancel(context.Background())
-			if _, err := h.cb.Acquire(ctx); err != nil {
+			if _, err := h.enter(ctx); err != nil {
 				t.Fatal(err)
 			}
 			cancel()
@@ -492,7 +492,7 @@ func TestProbeWhoseDeadlinePassesCountsAsFailure(t *testing.T) {
 		h.halfOpen()
 		ctx, cancel := context.WithDeadline(context.Background(), time.Now()) // already past
 		defer cancel()
-		p, err := h.cb.Acquire(ctx)
+		p, err := h.enter(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
