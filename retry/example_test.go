@@ -40,9 +40,11 @@ func Example() {
 			return nil
 		})
 	}()
-	for range 2 {
+	// Advance by each backoff exactly: a longer step could also fire the
+	// next backoff's timer, set while the clock was still advancing.
+	for _, backoff := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
 		clk.WaitPending(1) // the policy is waiting out a backoff
-		clk.Advance(time.Second)
+		clk.Advance(backoff)
 	}
 	fmt.Println(<-done)
 	// Output:
