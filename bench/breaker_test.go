@@ -21,11 +21,12 @@ var errUnavailable = errors.New("unavailable")
 
 func newMeshless(b *testing.B) *circuitbreaker.Breaker {
 	cb, err := circuitbreaker.New(
-		circuitbreaker.WithName("bench"),
-		circuitbreaker.WithSlidingWindowSize(100),
-		circuitbreaker.WithMinimumNumberOfCalls(20),
-		circuitbreaker.WithFailureRateThreshold(50),
-		circuitbreaker.WithWaitDurationInOpenState(30*time.Second),
+		circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+			c.SlidingWindowSize = 100
+			c.MinimumNumberOfCalls = 20
+			c.FailureRateThreshold = 50
+			c.WaitDurationInOpenState = 30 * time.Second
+		})), circuitbreaker.WithName("bench"),
 	)
 	if err != nil {
 		b.Fatal(err)
@@ -74,14 +75,17 @@ func BenchmarkClosed(b *testing.B) {
 		cb := newMeshless(b)
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := cb.Acquire(ctx)
+			_, pm, err := cb.Enter(ctx)
 			if err == nil {
-				p.Done(nil)
+				_ = cb.Exit(ctx, pm, resilience.Result{Outcome: resilience.Success})
 			}
 		}
 	})
 	b.Run("meshless-time-based", func(b *testing.B) {
-		cb, _ := circuitbreaker.New(circuitbreaker.WithSlidingWindowType(circuitbreaker.TimeBased), circuitbreaker.WithSlidingWindowSize(60))
+		cb, _ := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+			c.SlidingWindowType = circuitbreaker.TimeBased
+			c.SlidingWindowSize = 60
+		})))
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = cb.Execute(ctx, noop)
@@ -199,7 +203,10 @@ func BenchmarkMemory(b *testing.B) {
 	b.Run("meshless-time-based-60s", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			sink, _ = circuitbreaker.New(circuitbreaker.WithSlidingWindowType(circuitbreaker.TimeBased), circuitbreaker.WithSlidingWindowSize(60))
+			sink, _ = circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+				c.SlidingWindowType = circuitbreaker.TimeBased
+				c.SlidingWindowSize = 60
+			})))
 		}
 	})
 	b.Run("meshless-count-based-100", func(b *testing.B) {

@@ -21,14 +21,16 @@ import (
 // adds.
 
 func newMeshlessBulkhead(b *testing.B, opts ...bulkhead.Option) *bulkhead.Bulkhead {
-	bh, err := bulkhead.New(append([]bulkhead.Option{bulkhead.WithName("bench")}, opts...)...)
+	bh, err := bulkhead.New(append(opts, bulkhead.WithName("bench"))...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	return bh
 }
 
-var meshlessAdaptive = bulkhead.WithAdaptive(bulkhead.Adaptive{MinLimit: 1, MaxLimit: 200, InitialLimit: 20})
+var meshlessAdaptive = bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+	c.Adaptive, c.AdaptiveLimits = true, bulkhead.Adaptive{MinLimit: 1, MaxLimit: 200, InitialLimit: 20}
+}))
 
 func newFailsafeAdaptive() adaptivelimiter.AdaptiveLimiter[any] {
 	return adaptivelimiter.NewBuilder[any]().WithLimits(1, 200, 20).Build()
@@ -41,9 +43,9 @@ func BenchmarkBulkheadFixed(b *testing.B) {
 		bh := newMeshlessBulkhead(b)
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := bh.Acquire(ctx)
+			_, pm, err := bh.Enter(ctx)
 			if err == nil {
-				p.Release()
+				_ = bh.Exit(ctx, pm, resilience.Result{})
 			}
 		}
 	})
@@ -101,9 +103,9 @@ func BenchmarkBulkheadFixedParallel(b *testing.B) {
 func BenchmarkBulkheadFull(b *testing.B) {
 	ctx := context.Background()
 	b.Run("meshless", func(b *testing.B) {
-		bh := newMeshlessBulkhead(b, bulkhead.WithMaxConcurrentCalls(1))
-		held, _ := bh.Acquire(ctx)
-		defer held.Release()
+		bh := newMeshlessBulkhead(b, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })))
+		_, held, _ := bh.Enter(ctx)
+		defer bh.Exit(ctx, held, resilience.Result{})
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = bh.Execute(ctx, noop)
@@ -138,9 +140,9 @@ func BenchmarkBulkheadAdaptive(b *testing.B) {
 		bh := newMeshlessBulkhead(b, meshlessAdaptive)
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := bh.Acquire(ctx)
+			_, pm, err := bh.Enter(ctx)
 			if err == nil {
-				p.Release()
+				_ = bh.Exit(ctx, pm, resilience.Result{})
 			}
 		}
 	})

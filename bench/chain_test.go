@@ -23,9 +23,9 @@ import (
 func BenchmarkChain(b *testing.B) {
 	ctx := context.Background()
 	b.Run("meshless", func(b *testing.B) {
-		rt, _ := retry.New(retry.WithMaxAttempts(3))
+		rt, _ := retry.New(retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 3 })))
 		cb := newMeshless(b)
-		bh, _ := bulkhead.New(bulkhead.WithMaxConcurrentCalls(100))
+		bh, _ := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 100 })))
 		to, _ := timeout.New(time.Second)
 		chain := resilience.NewChain(rt, cb, bh, to)
 		b.ReportAllocs()
@@ -36,9 +36,9 @@ func BenchmarkChain(b *testing.B) {
 	b.Run("meshless-without-timeout", func(b *testing.B) {
 		// The three policies that allocate nothing; the timeout's context is
 		// the only allocation of the full chain.
-		rt, _ := retry.New(retry.WithMaxAttempts(3))
+		rt, _ := retry.New(retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 3 })))
 		cb := newMeshless(b)
-		bh, _ := bulkhead.New(bulkhead.WithMaxConcurrentCalls(100))
+		bh, _ := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 100 })))
 		chain := resilience.NewChain(rt, cb, bh)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -48,9 +48,9 @@ func BenchmarkChain(b *testing.B) {
 	b.Run("meshless-under-caller-deadline", func(b *testing.B) {
 		// A caller whose deadline is earlier than the attempt timeout: the
 		// timeout derives nothing.
-		rt, _ := retry.New(retry.WithMaxAttempts(3))
+		rt, _ := retry.New(retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 3 })))
 		cb := newMeshless(b)
-		bh, _ := bulkhead.New(bulkhead.WithMaxConcurrentCalls(100))
+		bh, _ := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 100 })))
 		to, _ := timeout.New(time.Hour)
 		chain := resilience.NewChain(rt, cb, bh, to)
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Minute)

@@ -121,9 +121,11 @@ func BenchmarkClusterSync(b *testing.B) {
 				defer c.Close()
 				cbs := make([]*circuitbreaker.Breaker, n)
 				for i := range cbs {
-					cb, err := circuitbreaker.New(circuitbreaker.WithName("svc"+strconv.Itoa(i)),
-						circuitbreaker.WithSlidingWindowSize(11), circuitbreaker.WithMinimumNumberOfCalls(11),
-						circuitbreaker.WithFailureRateThreshold(100))
+					cb, err := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+						c.SlidingWindowSize = 11
+						c.MinimumNumberOfCalls = 11
+						c.FailureRateThreshold = 100
+					})), circuitbreaker.WithName("svc"+strconv.Itoa(i)))
 					if err != nil {
 						b.Fatal(err)
 					}

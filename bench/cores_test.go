@@ -41,8 +41,8 @@ func BenchmarkCores(b *testing.B) {
 			bh := newMeshlessBulkhead(b)
 			return func() func() {
 				return func() {
-					if p, err := bh.Acquire(ctx); err == nil {
-						p.Release()
+					if _, pm, err := bh.Enter(ctx); err == nil {
+						_ = bh.Exit(ctx, pm, resilience.Result{})
 					}
 				}
 			}
@@ -73,15 +73,15 @@ func BenchmarkCores(b *testing.B) {
 			l := newMeshlessLimiter(b)
 			return func() func() {
 				return func() {
-					if p, err := l.Acquire(ctx); err == nil {
-						p.Done(nil)
+					if _, pm, err := l.Enter(ctx); err == nil {
+						_ = l.Exit(ctx, pm, resilience.Result{})
 					}
 				}
 			}
 		}},
 		{"chain", func(b *testing.B) func() func() {
-			rt, _ := retry.New(retry.WithMaxAttempts(3))
-			bh, _ := bulkhead.New(bulkhead.WithMaxConcurrentCalls(100))
+			rt, _ := retry.New(retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 3 })))
+			bh, _ := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 100 })))
 			chain := resilience.NewChain(rt, newMeshless(b), bh)
 			return func() func() { return func() { _ = chain.Execute(ctx, noop) } }
 		}},

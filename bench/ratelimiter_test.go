@@ -10,6 +10,7 @@ import (
 	fsratelimiter "github.com/failsafe-go/failsafe-go/ratelimiter"
 
 	"github.com/meshless/meshless/ratelimiter"
+	"github.com/meshless/meshless/resilience"
 )
 
 // B12 for the rate limiter: the permitted path of one call, with a limit
@@ -23,10 +24,11 @@ const rlLimit = math.MaxInt32
 
 func newMeshlessLimiter(b *testing.B, opts ...ratelimiter.Option) *ratelimiter.Limiter {
 	l, err := ratelimiter.New(append([]ratelimiter.Option{
-		ratelimiter.WithName("bench"),
-		ratelimiter.WithLimitForPeriod(rlLimit),
-		ratelimiter.WithLimitRefreshPeriod(time.Second),
-	}, opts...)...)
+		ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.LimitForPeriod = rlLimit
+			c.LimitRefreshPeriod = time.Second
+		})),
+	}, append(opts, ratelimiter.WithName("bench"))...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,11 +42,11 @@ func BenchmarkRateLimiterBursty(b *testing.B) {
 		l := newMeshlessLimiter(b)
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := l.Acquire(ctx)
+			_, pm, err := l.Enter(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
-			p.Done(nil)
+			_ = l.Exit(ctx, pm, resilience.Result{})
 		}
 	})
 	b.Run("meshless-execute", func(b *testing.B) {
@@ -76,18 +78,20 @@ func BenchmarkRateLimiterBursty(b *testing.B) {
 func BenchmarkRateLimiterSmooth(b *testing.B) {
 	ctx := context.Background()
 	smooth := []ratelimiter.Option{
-		ratelimiter.WithMode(ratelimiter.Smooth),
-		ratelimiter.WithLimitForPeriod(1_000_000_000),
+		ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.Mode = ratelimiter.Smooth
+			c.LimitForPeriod = 1_000_000_000
+		})),
 	}
 	b.Run("meshless-acquire-done", func(b *testing.B) {
 		l := newMeshlessLimiter(b, smooth...)
 		b.ReportAllocs()
 		for b.Loop() {
-			p, err := l.Acquire(ctx)
+			_, pm, err := l.Enter(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
-			p.Done(nil)
+			_ = l.Exit(ctx, pm, resilience.Result{})
 		}
 	})
 	b.Run("failsafe-executor", func(b *testing.B) {
@@ -113,7 +117,10 @@ func BenchmarkRateLimiterSmooth(b *testing.B) {
 func BenchmarkRateLimiterLimited(b *testing.B) {
 	ctx := context.Background()
 	b.Run("meshless", func(b *testing.B) {
-		l, _ := ratelimiter.New(ratelimiter.WithLimitForPeriod(1), ratelimiter.WithLimitRefreshPeriod(time.Hour))
+		l, _ := ratelimiter.New(ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.LimitForPeriod = 1
+			c.LimitRefreshPeriod = time.Hour
+		})))
 		_ = l.Execute(ctx, noop)
 		b.ReportAllocs()
 		for b.Loop() {

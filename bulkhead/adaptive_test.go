@@ -30,14 +30,14 @@ type load struct {
 
 // run sends waves for d of fake time, each call taking latency(now) and
 // ending with end.
-func (l *load) run(d time.Duration, latency func(elapsed time.Duration) time.Duration, end func(bulkhead.Permit)) {
+func (l *load) run(d time.Duration, latency func(elapsed time.Duration) time.Duration, end func(permit)) {
 	start := time.Now()
 	next := start.Add(time.Second)
 	for time.Since(start) < d {
 		lat := latency(time.Since(start))
 		var wg sync.WaitGroup
 		for range l.callers {
-			p, err := l.b.Acquire(context.Background())
+			p, err := enter(l.b, context.Background())
 			if err != nil {
 				l.t.Fatalf("Acquire at limit %d, %d active: %v", l.b.Limit(), l.b.Active(), err)
 			}
@@ -59,7 +59,10 @@ func (l *load) run(d time.Duration, latency func(elapsed time.Duration) time.Dur
 func newAdaptiveLoad(t *testing.T) *load {
 	// Ten callers at a time: failsafe-go caps the limit at 5 × the calls in
 	// flight, so the limit can rise above its initial 20, up to 50.
-	b := mustNew(t, bulkhead.WithAdaptive(bulkhead.Adaptive{}), bulkhead.WithClock(resilience.SystemClock()))
+	b := mustNew(t, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+		c.Adaptive = true
+		c.AdaptiveLimits = bulkhead.Adaptive{}
+	})), bulkhead.WithClock(resilience.SystemClock()))
 	return &load{t: t, b: b, callers: 10}
 }
 
@@ -76,7 +79,7 @@ func rising(elapsed time.Duration) time.Duration {
 	return lat
 }
 
-func release(p bulkhead.Permit) { p.Release() }
+func release(p permit) { p.Release() }
 
 func TestAdaptiveLimitLowersUnderRisingLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -121,12 +124,12 @@ func TestAdaptiveLimitLowersUnderRisingLatency(t *testing.T) {
 func TestDroppedCallsDoNotMoveTheLimit(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		end  func(bulkhead.Permit)
+		end  func(permit)
 	}{
-		{name: "Drop", end: func(p bulkhead.Permit) { p.Drop() }},
-		{name: "Done(context.DeadlineExceeded)", end: func(p bulkhead.Permit) { p.Done(context.DeadlineExceeded) }},
-		{name: "Done(context.Canceled)", end: func(p bulkhead.Permit) { p.Done(context.Canceled) }},
-		{name: "Done(a rejection)", end: func(p bulkhead.Permit) { p.Done(bulkhead.ErrFull) }},
+		{name: "Drop", end: func(p permit) { p.Drop() }},
+		{name: "Done(context.DeadlineExceeded)", end: func(p permit) { p.Done(context.DeadlineExceeded) }},
+		{name: "Done(context.Canceled)", end: func(p permit) { p.Done(context.Canceled) }},
+		{name: "Done(a rejection)", end: func(p permit) { p.Done(bulkhead.ErrFull) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -153,7 +156,7 @@ func TestFailedCallsStillCountTheirLatency(t *testing.T) {
 		l := newAdaptiveLoad(t)
 		l.run(20*time.Second, constant(10*time.Millisecond), release)
 		steady := l.b.Limit()
-		l.run(15*time.Second, rising, func(p bulkhead.Permit) { p.Done(errUnavailable) })
+		l.run(15*time.Second, rising, func(p permit) { p.Done(errUnavailable) })
 		if got := l.b.Limit(); got >= steady-5 {
 			t.Fatalf("limit %d after slow failures, want well below the steady %d", got, steady)
 		}

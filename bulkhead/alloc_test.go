@@ -25,22 +25,22 @@ func TestFixedBulkheadDoesNotAllocate(t *testing.T) {
 		{name: "with an observer", opts: []bulkhead.Option{bulkhead.WithObserver(nopObserver)}},
 	} {
 		t.Run(o.name, func(t *testing.T) {
-			b := mustNew(t, append(o.opts, bulkhead.WithMaxConcurrentCalls(1))...)
+			b := mustNew(t, append(o.opts, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })))...)
 			chain := resilience.NewChain(b)
 			for _, tt := range []struct {
 				name string
 				run  func()
 			}{
-				{name: "Acquire and Release", run: func() {
-					p, err := b.Acquire(ctx)
+				{name: "Enter and Exit", run: func() {
+					_, p, err := b.Enter(ctx)
 					if err != nil {
 						t.Fatal(err)
 					}
-					p.Release()
+					_ = b.Exit(ctx, p, resilience.Result{})
 				}},
-				{name: "Acquire and Done(err)", run: func() {
-					p, _ := b.Acquire(ctx)
-					p.Done(errUnavailable)
+				{name: "Enter and Exit(err)", run: func() {
+					_, p, _ := b.Enter(ctx)
+					_ = b.Exit(ctx, p, resilience.Result{Err: errUnavailable, Outcome: resilience.Failure})
 				}},
 				{name: "Execute", run: func() { _ = b.Execute(ctx, noop) }},
 				{name: "chain Execute", run: func() { _ = chain.Execute(ctx, noop) }},
@@ -66,13 +66,16 @@ func TestFixedBulkheadDoesNotAllocate(t *testing.T) {
 // a pointer, allocated per call; the figure is logged, not enforced.
 func TestAdaptiveBulkheadAllocations(t *testing.T) {
 	ctx := context.Background()
-	b := mustNew(t, bulkhead.WithAdaptive(bulkhead.Adaptive{MinLimit: 1, MaxLimit: 1, InitialLimit: 1}))
+	b := mustNew(t, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+		c.Adaptive = true
+		c.AdaptiveLimits = bulkhead.Adaptive{MinLimit: 1, MaxLimit: 1, InitialLimit: 1}
+	})))
 	acq := testing.AllocsPerRun(1000, func() {
-		p, _ := b.Acquire(ctx)
-		p.Release()
+		_, p, _ := b.Enter(ctx)
+		_ = b.Exit(ctx, p, resilience.Result{})
 	})
 	exec := testing.AllocsPerRun(1000, func() { _ = b.Execute(ctx, noop) })
-	t.Logf("adaptive: Acquire+Release %v allocs/op, Execute %v allocs/op", acq, exec)
+	t.Logf("adaptive: Enter+Exit %v allocs/op, Execute %v allocs/op", acq, exec)
 	held := hold(t, b, 1)
 	if n := testing.AllocsPerRun(1000, func() { _ = b.Execute(ctx, noop) }); n != 0 {
 		t.Errorf("adaptive immediate rejection: %v allocations per call, want 0 (the shared error)", n)

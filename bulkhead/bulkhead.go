@@ -99,35 +99,34 @@ func (b *Bulkhead) snapshot() resilience.Snapshot {
 	return resilience.Snapshot{Limit: b.Limit(), Active: b.Active()}
 }
 
-// Permit is a bulkhead's admission of one call. It is a value: keep it, run
-// the call, then end it exactly once with [Permit.Release], [Permit.Drop] or
-// [Permit.Done]. Ending a permit twice is a bug, like unlocking a mutex
-// twice: it would let one call too many in, so when the bulkhead notices it
-// (no call is in flight), it panics. The zero Permit ends as a no-op.
-type Permit struct {
+// permit is a bulkhead's admission of one call, for [Bulkhead.Execute]: end
+// it exactly once with Release, Drop or Done. Ending a permit twice is a bug,
+// like unlocking a mutex twice: it would let one call too many in, so when
+// the bulkhead notices it (no call is in flight), it panics. The zero permit
+// ends as a no-op.
+type permit struct {
 	b   *Bulkhead
 	ap  adaptivelimiter.Permit // the adaptive limiter's permit; nil for a fixed bulkhead
 	ctx context.Context
 }
 
-// Acquire asks the bulkhead to admit one call. It returns a [Permit] to end
+// acquire asks the bulkhead to admit one call. It returns a permit to end
 // when the call is over, or a *[FullError] (errors.Is [ErrFull]) when every
 // permit is taken and none came free in time.
 //
-// When a permit is free, Acquire takes it at once and does not look at ctx.
+// When a permit is free, acquire takes it at once and does not look at ctx.
 // When none is, a bulkhead with a maxWaitDuration waits for one, first come
 // first served, until the wait is over or ctx ends, whichever comes first;
 // without a maxWaitDuration, or for an observed context
 // (resilience.Observe: observe mode never delays a call), it rejects at
-// once. If ctx ends while the call
-// waits (or has already ended when it would wait), the rejection wraps
-// ctx.Err() as its Cause: errors.Is(err, context.Canceled) is then true too,
-// and the error is still a [resilience.Rejection], which a breaker ignores
-// and a retry never retries.
+// once. If ctx ends while the call waits (or has already ended when it would
+// wait), the rejection wraps ctx.Err() as its Cause: errors.Is(err,
+// context.Canceled) is then true too, and the error is still a
+// [resilience.Rejection], which a breaker ignores and a retry never retries.
 //
-// On a fixed bulkhead Acquire allocates nothing, rejection included; an
+// On a fixed bulkhead acquire allocates nothing, rejection included; an
 // adaptive one allocates failsafe-go's permit (one allocation).
-func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
+func (b *Bulkhead) acquire(ctx context.Context) (permit, error) {
 	// The fixed bulkhead's paths first, without a call of their own: a free
 	// permit, or the shared rejection.
 	if s := b.slots; s != nil {
@@ -135,9 +134,9 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 			if b.rec != nil {
 				b.acquired(ctx, 0)
 			}
-			return Permit{b: b, ctx: ctx}, nil
+			return permit{b: b, ctx: ctx}, nil
 		}
-		return Permit{}, b.reject(ctx, b.full.Load(), 0)
+		return permit{}, b.reject(ctx, b.full.Load(), 0)
 	}
 	if b.fixed != nil {
 		if b.fixed.TryAcquirePermit() {
@@ -145,10 +144,10 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 			if b.rec != nil {
 				b.acquired(ctx, 0)
 			}
-			return Permit{b: b, ctx: ctx}, nil
+			return permit{b: b, ctx: ctx}, nil
 		}
 		if b.cfg.MaxWaitDuration == 0 || resilience.Observing(ctx) {
-			return Permit{}, b.reject(ctx, b.full.Load(), 0)
+			return permit{}, b.reject(ctx, b.full.Load(), 0)
 		}
 		return b.acquireWaiting(ctx)
 	}
@@ -156,7 +155,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 		return b.admit(ctx, ap, 0), nil
 	}
 	if b.cfg.MaxWaitDuration == 0 || resilience.Observing(ctx) {
-		return Permit{}, b.reject(ctx, b.fullError(), 0)
+		return permit{}, b.reject(ctx, b.fullError(), 0)
 	}
 	return b.acquireWaiting(ctx)
 }
@@ -164,7 +163,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 // acquireWaiting waits up to maxWaitDuration for a permit, through
 // failsafe-go's AcquirePermitWithMaxWait. failsafe-go returns its own
 // "full" sentinel when the wait is over and ctx.Err() when ctx ended first.
-func (b *Bulkhead) acquireWaiting(ctx context.Context) (Permit, error) {
+func (b *Bulkhead) acquireWaiting(ctx context.Context) (permit, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -186,15 +185,15 @@ func (b *Bulkhead) acquireWaiting(ctx context.Context) (Permit, error) {
 	} else {
 		full = &FullError{Name: b.cfg.Name, Limit: b.Limit(), Cause: err}
 	}
-	return Permit{}, b.reject(ctx, full, waited)
+	return permit{}, b.reject(ctx, full, waited)
 }
 
-func (b *Bulkhead) admit(ctx context.Context, ap adaptivelimiter.Permit, waited time.Duration) Permit {
+func (b *Bulkhead) admit(ctx context.Context, ap adaptivelimiter.Permit, waited time.Duration) permit {
 	b.active.Add(1)
 	if b.rec != nil {
 		b.acquired(ctx, waited)
 	}
-	return Permit{b: b, ap: ap, ctx: ctx}
+	return permit{b: b, ap: ap, ctx: ctx}
 }
 
 func (b *Bulkhead) acquired(ctx context.Context, waited time.Duration) {
@@ -232,15 +231,15 @@ func (b *Bulkhead) fullError() *FullError {
 }
 
 // Release ends the admitted call normally and gives its permit back. On an
-// adaptive bulkhead the call's latency, from Acquire to Release, is a sample
+// adaptive bulkhead the call's latency, from acquire to Release, is a sample
 // for the limit: failsafe-go's Permit.Record.
-func (p Permit) Release() { p.end(true) }
+func (p permit) Release() { p.end(true) }
 
 // Drop gives the permit back without the call's latency counting for an
 // adaptive limit (failsafe-go's Permit.Drop): for a call that ended early,
 // cancelled or timed out, whose duration says nothing about the
 // dependency. On a fixed bulkhead Drop is Release.
-func (p Permit) Drop() { p.end(false) }
+func (p permit) Drop() { p.end(false) }
 
 // Done ends the admitted call with its error, choosing between Release and
 // Drop as failsafe-go's own executor does: a call that ended early — err
@@ -249,7 +248,7 @@ func (p Permit) Drop() { p.end(false) }
 // call, failed or not, is released, so a dependency that fails slowly
 // lowers an adaptive limit. Callers that classify errors themselves (gRPC
 // status codes) call Release or Drop directly.
-func (p Permit) Done(err error) {
+func (p permit) Done(err error) {
 	if err != nil && endedEarly(err) {
 		p.end(false)
 		return
@@ -261,10 +260,10 @@ func endedEarly(err error) bool {
 	return resilience.IsRejection(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-func (p Permit) end(record bool) { p.b.end(p.ctx, p.ap, record) }
+func (p permit) end(record bool) { p.b.end(p.ctx, p.ap, record) }
 
 // errEndedTwice is the panic of a permit ended twice.
-const errEndedTwice = "bulkhead: Permit ended twice, or more permits ended than were acquired"
+const errEndedTwice = "bulkhead: a permit ended twice, or more permits ended than were acquired"
 
 // end gives back one permit: ap is the adaptive limiter's, nil on a fixed
 // bulkhead; record says whether the call's latency is a sample for it.

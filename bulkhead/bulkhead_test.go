@@ -17,14 +17,16 @@ var kinds = []struct {
 	name string
 	opt  bulkhead.Option
 }{
-	{name: "fixed", opt: bulkhead.WithMaxConcurrentCalls(3)},
-	{name: "adaptive", opt: bulkhead.WithAdaptive(bulkhead.Adaptive{MinLimit: 1, MaxLimit: 3, InitialLimit: 3})},
+	{name: "fixed", opt: bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 3 }))},
+	{name: "adaptive", opt: bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+		c.Adaptive, c.AdaptiveLimits = true, bulkhead.Adaptive{MinLimit: 1, MaxLimit: 3, InitialLimit: 3}
+	}))},
 }
 
 func TestFullBulkheadRejectsAtOnce(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
-			b := mustNew(t, bulkhead.WithName("payments"), k.opt)
+			b := mustNew(t, k.opt, bulkhead.WithName("payments"))
 			ps := hold(t, b, 3)
 			if b.Active() != 3 || b.Limit() != 3 {
 				t.Fatalf("Active, Limit = %d, %d; want 3, 3", b.Active(), b.Limit())
@@ -50,7 +52,7 @@ func TestFullBulkheadRejectsAtOnce(t *testing.T) {
 			if o := resilience.DefaultClassifier(err); o != resilience.Ignored {
 				t.Errorf("DefaultClassifier(full) = %v, want ignored", o)
 			}
-			if _, err := b.Acquire(t.Context()); err != fe {
+			if _, err := enter(b, t.Context()); err != fe {
 				t.Errorf("second rejection %p is not the shared error %p", err, fe)
 			}
 			ps[0].Release()
@@ -75,12 +77,15 @@ func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
 	}
 	ps := hold(t, b, 100)
 	// maxWaitDuration 0: the 101st call is refused at once.
-	if _, err := b.Acquire(t.Context()); !errors.Is(err, bulkhead.ErrFull) {
+	if _, err := enter(b, t.Context()); !errors.Is(err, bulkhead.ErrFull) {
 		t.Fatalf("101st Acquire: %v, want ErrFull", err)
 	}
 	releaseAll(ps)
 
-	a := mustNew(t, bulkhead.WithAdaptive(bulkhead.Adaptive{}))
+	a := mustNew(t, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+		c.Adaptive = true
+		c.AdaptiveLimits = bulkhead.Adaptive{}
+	})))
 	if a.Limit() != 20 {
 		t.Fatalf("default adaptive Limit = %d, want 20", a.Limit())
 	}
@@ -94,7 +99,10 @@ func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
 		{name: "initial set", a: bulkhead.Adaptive{InitialLimit: 7}, want: 7},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := mustNew(t, bulkhead.WithAdaptive(tt.a)).Limit(); got != tt.want {
+			if got := mustNew(t, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+				c.Adaptive = true
+				c.AdaptiveLimits = tt.a
+			}))).Limit(); got != tt.want {
 				t.Fatalf("Limit = %d, want %d", got, tt.want)
 			}
 		})
@@ -141,7 +149,7 @@ func TestPanicInTheCallGivesThePermitBack(t *testing.T) {
 }
 
 func TestApplyRunsTheRestOfTheChain(t *testing.T) {
-	b := mustNew(t, bulkhead.WithMaxConcurrentCalls(1))
+	b := mustNew(t, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })))
 	var inner int
 	chain := resilience.NewChain(b, resilience.PolicyFunc(func(ctx context.Context, next resilience.Next) error {
 		inner = b.Active()
@@ -180,8 +188,10 @@ func TestEndingAPermitTwicePanics(t *testing.T) {
 	}
 }
 
+// A permit of no bulkhead ends through a nil *Bulkhead, whose Exit does
+// nothing.
 func TestZeroPermitIsANoOp(t *testing.T) {
-	var p bulkhead.Permit
+	var p permit
 	p.Release()
 	p.Drop()
 	p.Done(errUnavailable)
@@ -191,7 +201,7 @@ func TestObserverSeesAcquiredRejectedAndReleased(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			obs := new(resiliencetest.Observer)
-			b := mustNew(t, bulkhead.WithName("inventory"), bulkhead.WithObserver(obs), k.opt)
+			b := mustNew(t, k.opt, bulkhead.WithName("inventory"), bulkhead.WithObserver(obs))
 			srcs := obs.Sources()
 			if len(srcs) != 1 || srcs[0].Kind != resilience.KindBulkhead || srcs[0].Name != "inventory" || srcs[0].Snapshot == nil {
 				t.Fatalf("sources = %+v, want one bulkhead source named inventory with a snapshot", srcs)
@@ -204,7 +214,7 @@ func TestObserverSeesAcquiredRejectedAndReleased(t *testing.T) {
 			if s := snap(); s.Limit != 3 || s.Active != 3 {
 				t.Fatalf("snapshot %+v, want limit 3, active 3", s)
 			}
-			_, rejected := b.Acquire(t.Context())
+			_, rejected := enter(b, t.Context())
 			releaseAll(ps)
 			if s := snap(); s.Active != 0 {
 				t.Fatalf("snapshot %+v, want active 0", s)
@@ -236,10 +246,10 @@ func TestObserverGetsTheCallsContext(t *testing.T) {
 			seen = append(seen, ctx.Value(key{}))
 		})
 	})
-	b := mustNew(t, bulkhead.WithObserver(obs), bulkhead.WithMaxConcurrentCalls(1))
+	b := mustNew(t, bulkhead.WithObserver(obs), bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })))
 	ctx := context.WithValue(t.Context(), key{}, "call")
-	p, _ := b.Acquire(ctx)
-	_, _ = b.Acquire(ctx)
+	p, _ := enter(b, ctx)
+	_, _ = enter(b, ctx)
 	p.Release()
 	if want := []any{"call", "call", "call"}; !slices.Equal(seen, want) {
 		t.Fatalf("contexts %v, want the call's on every event", seen)
@@ -247,7 +257,7 @@ func TestObserverGetsTheCallsContext(t *testing.T) {
 	// A nil context is accepted and recorded as Background.
 	seen = nil
 	var nilCtx context.Context
-	p, _ = b.Acquire(nilCtx)
+	p, _ = enter(b, nilCtx)
 	p.Release()
 	if len(seen) != 2 || seen[0] != nil {
 		t.Fatalf("contexts %v, want two events without values", seen)

@@ -7,15 +7,28 @@
 // does not wait) and is otherwise refused with a *[FullError], which
 // errors.Is [ErrFull].
 //
-//	bh, err := bulkhead.New(
-//		bulkhead.WithName("payments"),
-//		bulkhead.WithMaxConcurrentCalls(50),
-//		bulkhead.WithMaxWaitDuration(10*time.Millisecond),
-//	)
+//	cfg := bulkhead.DefaultConfig()
+//	cfg.MaxConcurrentCalls = 50
+//	cfg.MaxWaitDuration = 10 * time.Millisecond
+//	bh, err := bulkhead.New(bulkhead.WithConfig(cfg), bulkhead.WithName("payments"))
 //	...
 //	err = bh.Execute(ctx, func(ctx context.Context) error {
 //		return client.Charge(ctx, req)
 //	})
+//
+// # Configuration and the one way in
+//
+// A bulkhead's settings are one [Config], started from [DefaultConfig] and
+// given to [New] with [WithConfig]. The other options set what is not a
+// setting: the name, the clock, the observer.
+//
+// [Bulkhead.Execute] is the way to run a call through a bulkhead; it gives
+// the permit back when the call returns or panics. [Bulkhead.Apply] is the
+// same call in the shape of a [resilience.Policy], the method through which
+// [resilience.NewChain] composes policies. [Bulkhead.Enter] and
+// [Bulkhead.Exit] are the bulkhead's [resilience.Gate] contract, for
+// meshless's engine (the grpcmw and httpmw interceptors), which admits an
+// attempt, runs it and gives its permit back in separate steps.
 //
 // # Fixed and adaptive limits
 //
@@ -23,7 +36,7 @@
 // default) its permits are meshless's own, spread over one shard per
 // processor so that calls on different cores share no memory; with a
 // maxWaitDuration they are failsafe-go's bulkhead, a semaphore whose
-// waiters every permit given back can wake. [WithAdaptive] replaces it with failsafe-go's
+// waiters every permit given back can wake. [Config.Adaptive] replaces it with failsafe-go's
 // adaptive concurrency limiter, which starts at initialLimit and moves
 // between minLimit and maxLimit by the calls' latency: it compares the recent
 // latency (the 90th percentile of a window of at least 50 calls and one
@@ -51,16 +64,13 @@
 // shares one error, built when the bulkhead is (or, for an adaptive
 // bulkhead, when its limit last moved).
 //
-// # Two steps
+// # Latency samples
 //
-// Interceptors and streams cannot wrap the call in a closure.
-// [Bulkhead.Acquire] returns a [Permit], a value, that the caller ends once
-// when the call is over: [Permit.Release] for a call that ran its course,
-// [Permit.Drop] for one that ended early (cancelled, timed out) and whose
-// duration should not teach an adaptive limit anything, or [Permit.Done]
-// with the call's error to choose between the two as failsafe-go does.
-// [Bulkhead.Execute] and [Bulkhead.Apply] (a [resilience.Policy]) do this
-// for you and give the permit back when the call panics.
+// An adaptive limit learns from the latency of the calls that ran their
+// course. A call that ended early (its error is a [resilience.Rejection] from
+// further in, [context.Canceled] or [context.DeadlineExceeded], or it
+// panicked) says nothing about the dependency and is no sample; any other
+// call, failed or not, is one, as in failsafe-go's own executor.
 //
 // # failsafe-go policies in a chain
 //
@@ -71,7 +81,7 @@
 //
 // # Cost
 //
-// A fixed bulkhead's Acquire and Release are one compare-and-swap each on
+// A fixed bulkhead's admission and release are one compare-and-swap each on
 // the calling processor's shard (a non-blocking channel send and receive on
 // a bulkhead that waits): no allocation, no clock read, and no lock. A call
 // that finds its shard empty looks at the others, and is refused only when

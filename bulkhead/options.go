@@ -50,9 +50,16 @@ func (a Adaptive) withDefaults() Adaptive {
 // (see docs/bulkhead.md). Start from [DefaultConfig]. A Config is a plain
 // comparable value: two equal Configs configure equal bulkheads.
 type Config struct {
-	Name               string
-	MaxConcurrentCalls int           // the fixed limit; checked but unused when Adaptive is set
-	MaxWaitDuration    time.Duration // 0: reject at once when full
+	// Name names the bulkhead, in rejections and for observers. Default "".
+	Name string
+	// MaxConcurrentCalls is how many calls may be in flight at once through
+	// a bulkhead with a fixed limit, at least 1. It is checked but not used
+	// when Adaptive is set. Default 100.
+	MaxConcurrentCalls int
+	// MaxWaitDuration is how long a call waits for a permit when the
+	// bulkhead is full before it is rejected; the wait also ends when the
+	// call's context ends. 0 rejects at once. Default 0.
+	MaxWaitDuration time.Duration
 	// Adaptive replaces the fixed limit with an adaptive one within
 	// AdaptiveLimits (zero fields take their defaults).
 	Adaptive       bool
@@ -63,8 +70,9 @@ type Config struct {
 // [DefaultMaxConcurrentCalls], no wait.
 func DefaultConfig() Config { return Config{MaxConcurrentCalls: DefaultMaxConcurrentCalls} }
 
-// WithConfig sets every setting of c at once; options after it override
-// single settings.
+// WithConfig sets the bulkhead's settings, every one of them (the name
+// included: a [WithName] after it renames the bulkhead). Start c from
+// [DefaultConfig]. Without it a bulkhead has [DefaultConfig]'s settings.
 func WithConfig(c Config) Option { return optionFunc(func(cfg *config) { cfg.Config = c }) }
 
 type config struct {
@@ -125,8 +133,8 @@ func (c *Config) check(bad func(option string, value any, problem string)) {
 	}
 }
 
-// Option configures a [Bulkhead]. Each option is named after the
-// configuration key it sets (see docs/bulkhead.md).
+// Option configures a [Bulkhead]: its settings ([WithConfig]) and what is
+// not a setting (its name, clock and observer).
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -135,30 +143,6 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // WithName names the bulkhead, in rejections and for observers. Default "".
 func WithName(name string) Option { return optionFunc(func(c *config) { c.Name = name }) }
-
-// WithMaxConcurrentCalls sets maxConcurrentCalls: how many calls may be in
-// flight at once through a bulkhead with a fixed limit. It must be at least 1.
-// It is not used (but still checked) when [WithAdaptive] is given.
-// Default 100.
-func WithMaxConcurrentCalls(n int) Option {
-	return optionFunc(func(c *config) { c.MaxConcurrentCalls = n })
-}
-
-// WithMaxWaitDuration sets maxWaitDuration: how long a call waits for a
-// permit when the bulkhead is full before it is rejected. 0 rejects at once.
-// The wait also ends when the call's context ends (see [Bulkhead.Acquire]).
-// Default 0.
-func WithMaxWaitDuration(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.MaxWaitDuration = d })
-}
-
-// WithAdaptive replaces the fixed limit with an adaptive one that moves
-// between a.MinLimit and a.MaxLimit with the calls' latency (failsafe-go's
-// adaptivelimiter; see the package documentation). Zero fields take their
-// defaults. Default: no adaptive limit, the fixed maxConcurrentCalls.
-func WithAdaptive(a Adaptive) Option {
-	return optionFunc(func(c *config) { c.Adaptive, c.AdaptiveLimits = true, a })
-}
 
 // WithClock sets the clock that measures how long calls wait for a permit
 // (the Duration of [resilience.EventAcquired] and

@@ -12,7 +12,9 @@ import (
 
 func TestInvalidOptionsAreErrorsThatNameThem(t *testing.T) {
 	adaptive := func(min, max, initial int) bulkhead.Option {
-		return bulkhead.WithAdaptive(bulkhead.Adaptive{MinLimit: min, MaxLimit: max, InitialLimit: initial})
+		return bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+			c.Adaptive, c.AdaptiveLimits = true, bulkhead.Adaptive{MinLimit: min, MaxLimit: max, InitialLimit: initial}
+		}))
 	}
 	tests := []struct {
 		name   string
@@ -20,9 +22,9 @@ func TestInvalidOptionsAreErrorsThatNameThem(t *testing.T) {
 		option string
 		msg    string
 	}{
-		{name: "max concurrent zero", opts: []bulkhead.Option{bulkhead.WithMaxConcurrentCalls(0)}, option: "maxConcurrentCalls", msg: "maxConcurrentCalls: must be at least 1, got 0"},
-		{name: "max concurrent negative", opts: []bulkhead.Option{bulkhead.WithMaxConcurrentCalls(-3)}, option: "maxConcurrentCalls", msg: "got -3"},
-		{name: "max wait negative", opts: []bulkhead.Option{bulkhead.WithMaxWaitDuration(-time.Second)}, option: "maxWaitDuration", msg: "maxWaitDuration: must not be negative (0 rejects at once when full), got -1s"},
+		{name: "max concurrent zero", opts: []bulkhead.Option{bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 0 }))}, option: "maxConcurrentCalls", msg: "maxConcurrentCalls: must be at least 1, got 0"},
+		{name: "max concurrent negative", opts: []bulkhead.Option{bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = -3 }))}, option: "maxConcurrentCalls", msg: "got -3"},
+		{name: "max wait negative", opts: []bulkhead.Option{bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxWaitDuration = -time.Second }))}, option: "maxWaitDuration", msg: "maxWaitDuration: must not be negative (0 rejects at once when full), got -1s"},
 		{name: "min limit negative", opts: []bulkhead.Option{adaptive(-1, 0, 0)}, option: "adaptive.minLimit", msg: "adaptive.minLimit: must be at least 1 (or 0 for the default), got -1"},
 		{name: "max limit negative", opts: []bulkhead.Option{adaptive(0, -5, 0)}, option: "adaptive.maxLimit", msg: "got -5"},
 		{name: "initial limit negative", opts: []bulkhead.Option{adaptive(0, 0, -2)}, option: "adaptive.initialLimit", msg: "got -2"},
@@ -54,9 +56,12 @@ func TestInvalidOptionsAreErrorsThatNameThem(t *testing.T) {
 
 func TestAllInvalidOptionsAreReportedTogether(t *testing.T) {
 	_, err := bulkhead.New(
-		bulkhead.WithMaxConcurrentCalls(0),
-		bulkhead.WithMaxWaitDuration(-1),
-		bulkhead.WithAdaptive(bulkhead.Adaptive{MinLimit: -1}),
+		bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+			c.MaxConcurrentCalls = 0
+			c.MaxWaitDuration = -1
+			c.Adaptive = true
+			c.AdaptiveLimits = bulkhead.Adaptive{MinLimit: -1}
+		})),
 		bulkhead.WithClock(nil),
 	)
 	for _, key := range []string{"maxConcurrentCalls", "maxWaitDuration", "adaptive.minLimit", "clock"} {
@@ -67,14 +72,14 @@ func TestAllInvalidOptionsAreReportedTogether(t *testing.T) {
 }
 
 func TestNilOptionsAreSkipped(t *testing.T) {
-	b := mustNew(t, nil, bulkhead.WithMaxConcurrentCalls(2), nil)
+	b := mustNew(t, nil, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 2 })), nil)
 	if b.Limit() != 2 {
 		t.Fatalf("Limit = %d, want 2", b.Limit())
 	}
 }
 
 func TestAnOptionCanBeSharedByBulkheads(t *testing.T) {
-	opt := bulkhead.WithAdaptive(bulkhead.Adaptive{MaxLimit: 8})
+	opt := bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.Adaptive, c.AdaptiveLimits = true, bulkhead.Adaptive{MaxLimit: 8} }))
 	a, b := mustNew(t, opt), mustNew(t, opt)
 	if a.Limit() != 8 || b.Limit() != 8 {
 		t.Fatalf("limits %d, %d; want 8, 8", a.Limit(), b.Limit())

@@ -39,7 +39,7 @@ import (
 //   - A release goes to its own shard unless that is at its quota, then to
 //     the first shard below its quota. Since the quotas add up to the limit,
 //     a stable view of every shard at its quota means that no permit was out:
-//     the release is one too many (a Permit ended twice) and is refused, with
+//     the release is one too many (a permit ended twice) and is refused, with
 //     nothing added. A release that cannot get a stable view within
 //     maxRounds goes to its own shard above its quota, so that no permit is
 //     ever lost; a later double end may then go unnoticed.

@@ -41,8 +41,10 @@ func TestNeverMoreThanTheLimitInFlight(t *testing.T) {
 		name string
 		opt  bulkhead.Option
 	}{
-		{name: "fixed", opt: bulkhead.WithMaxConcurrentCalls(limit)},
-		{name: "adaptive", opt: bulkhead.WithAdaptive(bulkhead.Adaptive{MinLimit: 1, MaxLimit: limit, InitialLimit: limit})},
+		{name: "fixed", opt: bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = limit }))},
+		{name: "adaptive", opt: bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+			c.Adaptive, c.AdaptiveLimits = true, bulkhead.Adaptive{MinLimit: 1, MaxLimit: limit, InitialLimit: limit}
+		}))},
 	} {
 		t.Run(k.name, func(t *testing.T) {
 			b := mustNew(t, k.opt)

@@ -21,10 +21,13 @@ import (
 
 // newWaiting returns a bulkhead of limit 1 with a 100ms maxWaitDuration,
 // built inside the bubble, and the observer that sees its events.
-func newWaiting(t *testing.T, kind bulkhead.Option) (*bulkhead.Bulkhead, *resiliencetest.Observer) {
+func newWaiting(t *testing.T, kind func(*bulkhead.Config)) (*bulkhead.Bulkhead, *resiliencetest.Observer) {
 	obs := new(resiliencetest.Observer)
-	b := mustNew(t, kind,
-		bulkhead.WithMaxWaitDuration(100*time.Millisecond),
+	b := mustNew(t,
+		bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+			kind(c)
+			c.MaxWaitDuration = 100 * time.Millisecond
+		})),
 		bulkhead.WithClock(resilience.SystemClock()),
 		bulkhead.WithObserver(obs))
 	return b, obs
@@ -32,10 +35,12 @@ func newWaiting(t *testing.T, kind bulkhead.Option) (*bulkhead.Bulkhead, *resili
 
 var waitKinds = []struct {
 	name string
-	opt  bulkhead.Option
+	opt  func(*bulkhead.Config)
 }{
-	{name: "fixed", opt: bulkhead.WithMaxConcurrentCalls(1)},
-	{name: "adaptive", opt: bulkhead.WithAdaptive(bulkhead.Adaptive{MinLimit: 1, MaxLimit: 1, InitialLimit: 1})},
+	{name: "fixed", opt: func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 }},
+	{name: "adaptive", opt: func(c *bulkhead.Config) {
+		c.Adaptive, c.AdaptiveLimits = true, bulkhead.Adaptive{MinLimit: 1, MaxLimit: 1, InitialLimit: 1}
+	}},
 }
 
 func TestWaiterIsRejectedAtMaxWaitDuration(t *testing.T) {
@@ -45,7 +50,7 @@ func TestWaiterIsRejectedAtMaxWaitDuration(t *testing.T) {
 				b, obs := newWaiting(t, k.opt)
 				held := hold(t, b, 1)
 				start := time.Now()
-				_, err := b.Acquire(t.Context())
+				_, err := enter(b, t.Context())
 				if waited := time.Since(start); waited != 100*time.Millisecond {
 					t.Fatalf("Acquire returned after %v, want the 100ms maxWaitDuration", waited)
 				}
@@ -74,7 +79,7 @@ func TestWaiterIsAdmittedWhenAPermitComesBackInTime(t *testing.T) {
 					held[0].Release()
 				}()
 				start := time.Now()
-				p, err := b.Acquire(t.Context())
+				p, err := enter(b, t.Context())
 				if err != nil {
 					t.Fatalf("Acquire: %v, want the permit released after 30ms", err)
 				}
@@ -99,7 +104,10 @@ func TestWaitersAreServedInOrder(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				obs := new(resiliencetest.Observer)
-				b := mustNew(t, k.opt, bulkhead.WithMaxWaitDuration(time.Hour), bulkhead.WithClock(resilience.SystemClock()), bulkhead.WithObserver(obs))
+				b := mustNew(t, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+					k.opt(c)
+					c.MaxWaitDuration = time.Hour
+				})), bulkhead.WithClock(resilience.SystemClock()), bulkhead.WithObserver(obs))
 				held := hold(t, b, 1)
 				order := make(chan int, 3)
 				var wg sync.WaitGroup
@@ -178,7 +186,7 @@ func TestWaitEndsWithTheCallersContext(t *testing.T) {
 						ctx, cancel := tt.ctx(t.Context())
 						defer cancel()
 						start := time.Now()
-						_, err := b.Acquire(ctx)
+						_, err := enter(b, ctx)
 						if waited := time.Since(start); waited != tt.after {
 							t.Fatalf("Acquire returned after %v, want %v", waited, tt.after)
 						}
@@ -206,13 +214,13 @@ func TestWaitEndsWithTheCallersContext(t *testing.T) {
 
 func TestNoWaitWhenAPermitIsFree(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, obs := newWaiting(t, bulkhead.WithMaxConcurrentCalls(1))
+		b, obs := newWaiting(t, func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })
 		// A free permit is taken whatever the context says: the call itself
 		// will see its context.
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		start := time.Now()
-		p, err := b.Acquire(ctx)
+		p, err := enter(b, ctx)
 		if err != nil || time.Since(start) != 0 {
 			t.Fatalf("Acquire = %v after %v, want a permit at once", err, time.Since(start))
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/resilience"
 )
 
 func TestClosedAndOpenPathsDoNotAllocate(t *testing.T) {
@@ -20,9 +21,12 @@ func TestClosedAndOpenPathsDoNotAllocate(t *testing.T) {
 		run  func()
 	}{
 		{name: "Execute closed", run: func() { _ = cb.Execute(ctx, noop) }},
-		{name: "Acquire and Done closed", run: func() {
-			p, _ := cb.Acquire(ctx)
-			p.Done(nil)
+		{name: "Enter and Exit closed", run: func() {
+			_, p, err := cb.Enter(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = cb.Exit(ctx, p, resilience.Result{Outcome: resilience.Success})
 		}},
 	} {
 		if n := testing.AllocsPerRun(1000, tt.run); n != 0 {
@@ -31,7 +35,7 @@ func TestClosedAndOpenPathsDoNotAllocate(t *testing.T) {
 	}
 	// Recording a failure takes the slow path; METRICS_ONLY never opens, so
 	// every run measures it.
-	mo, _ := circuitbreaker.New(circuitbreaker.WithMode(circuitbreaker.ModeMetricsOnly))
+	mo, _ := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeMetricsOnly })))
 	if n := testing.AllocsPerRun(1000, func() { _ = mo.Execute(ctx, func(context.Context) error { return errFailure }) }); n != 0 {
 		t.Errorf("Execute recording a failure: %v allocations per call, want 0", n)
 	}
@@ -43,7 +47,10 @@ func TestClosedAndOpenPathsDoNotAllocate(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("open rejection: %v allocations per call, want 0", n)
 	}
-	tb, _ := circuitbreaker.New(circuitbreaker.WithSlidingWindowType(circuitbreaker.TimeBased), circuitbreaker.WithSlidingWindowSize(60))
+	tb, _ := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+		c.SlidingWindowType = circuitbreaker.TimeBased
+		c.SlidingWindowSize = 60
+	})))
 	if n := testing.AllocsPerRun(1000, func() { _ = tb.Execute(ctx, noop) }); n != 0 {
 		t.Errorf("TIME_BASED Execute closed: %v allocations per call, want 0", n)
 	}

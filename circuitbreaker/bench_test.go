@@ -38,7 +38,10 @@ func BenchmarkExecuteOpen(b *testing.B) {
 }
 
 func BenchmarkExecuteClosedTimeBased(b *testing.B) {
-	cb, _ := New(WithSlidingWindowType(TimeBased), WithSlidingWindowSize(60))
+	cb, _ := New(WithConfig(breakerConf(func(c *Config) {
+		c.SlidingWindowType = TimeBased
+		c.SlidingWindowSize = 60
+	})))
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

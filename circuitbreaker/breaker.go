@@ -153,16 +153,15 @@ func (b *Breaker) Name() string { return b.config().Name }
 // State returns the breaker's state now.
 func (b *Breaker) State() State { return b.cur.Load().state }
 
-// Permit is a breaker's admission of one call. It is a value: keep it, run
-// the call, then report the call's result exactly once with [Permit.Done] or
-// [Permit.Record]. A half-open probe's permit ignores every report after the
-// first; a closed-state permit keeps no state of its own (that is what makes
-// it free), so reporting it twice counts the call twice. The zero Permit (as
-// issued by a disabled breaker) records nothing.
+// permit is a breaker's admission of one call, for [Breaker.Execute]'s
+// half-open path: report the call's result exactly once with Done or Record.
+// A half-open probe's permit ignores every report after the first; a
+// closed-state permit keeps no state of its own, so reporting it twice counts
+// the call twice. The zero permit (a disabled breaker's) records nothing.
 //
 // A half-open probe whose permit is never reported gives its place back when
-// the call's context ends (see [Breaker.Acquire]).
-type Permit struct {
+// the call's context ends (see acquire).
+type permit struct {
 	b     *Breaker
 	per   *period
 	probe *probe
@@ -177,28 +176,27 @@ type probe struct {
 	stop    func() bool
 }
 
-// Acquire asks the breaker to admit one call. It returns a [Permit] to report
-// the call's result with, or a rejection (an [*OpenError], which
-// errors.Is [ErrOpen]) when the breaker is open, forced open, or half-open with
-// all its probes taken. It allocates only for a half-open probe.
+// acquire asks the breaker to admit one call. It returns a permit to report
+// the call's result with, or a rejection (an [*OpenError], which errors.Is
+// [ErrOpen]) when the breaker is open, forced open, or half-open with all its
+// probes taken. It allocates only for a half-open probe.
 //
 // ctx is the call's context. A half-open probe is settled when ctx ends if its
 // result has not been reported by then: as a failure when ctx's deadline passed
 // (the probe did not answer in time), otherwise by giving the probe's place
 // back. So a cancelled or abandoned probe never wedges the breaker in
-// HALF_OPEN; [WithMaxWaitDurationInHalfOpenState] covers contexts that never
-// end.
-func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
+// HALF_OPEN; maxWaitDurationInHalfOpenState covers contexts that never end.
+func (b *Breaker) acquire(ctx context.Context) (permit, error) {
 	p := b.cur.Load()
 	switch p.state {
 	case StateClosed, StateMetricsOnly:
-		return Permit{b: b, per: p, ctx: ctx, start: b.config().clock.Now()}, nil
+		return permit{b: b, per: p, ctx: ctx, start: b.config().clock.Now()}, nil
 	case StateDisabled:
-		return Permit{}, nil
+		return permit{}, nil
 	case StateHalfOpen:
 		return b.acquireProbe(ctx, p)
 	}
-	return Permit{}, b.reject(ctx, p)
+	return permit{}, b.reject(ctx, p)
 }
 
 func (b *Breaker) reject(ctx context.Context, p *period) error {
@@ -209,25 +207,25 @@ func (b *Breaker) reject(ctx context.Context, p *period) error {
 	return p.reject
 }
 
-func (b *Breaker) acquireProbe(ctx context.Context, p *period) (Permit, error) {
+func (b *Breaker) acquireProbe(ctx context.Context, p *period) (permit, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	b.mu.Lock()
 	if b.cur.Load() != p {
 		b.mu.Unlock()
-		return b.Acquire(ctx) // the state moved on meanwhile
+		return b.acquire(ctx) // the state moved on meanwhile
 	}
 	if p.permits == 0 {
 		b.mu.Unlock()
-		return Permit{}, b.reject(ctx, p)
+		return permit{}, b.reject(ctx, p)
 	}
 	p.permits--
 	b.mu.Unlock()
 
 	start := b.config().clock.Now()
 	pr := &probe{per: p, start: start}
-	pm := Permit{b: b, per: p, ctx: ctx, start: start, probe: pr}
+	pm := permit{b: b, per: p, ctx: ctx, start: start, probe: pr}
 	pr.stop = context.AfterFunc(ctx, func() {
 		if !pr.settled.CompareAndSwap(false, true) {
 			return // reported already
@@ -245,7 +243,7 @@ func (b *Breaker) acquireProbe(ctx context.Context, p *period) (Permit, error) {
 // Done reports the result of the admitted call: err is classified with the
 // breaker's classifier (nil is a success, a [resilience.Rejection] is
 // ignored).
-func (p Permit) Done(err error) {
+func (p permit) Done(err error) {
 	if p.b == nil {
 		return
 	}
@@ -254,7 +252,7 @@ func (p Permit) Done(err error) {
 
 // Record reports the admitted call's outcome directly, for callers that
 // classify results themselves (as grpcmw does, per method).
-func (p Permit) Record(o resilience.Outcome) {
+func (p permit) Record(o resilience.Outcome) {
 	if p.b == nil {
 		return
 	}
@@ -268,9 +266,12 @@ func (p Permit) Record(o resilience.Outcome) {
 	p.b.finish(p.ctx, p.per, p.probe, o, now.Sub(p.start), now)
 }
 
-// Enter is [Breaker.Acquire] as a [resilience.Gate], for pipelines. A
-// closed breaker admits without reading the clock: the pipeline measures
-// the attempt.
+// Enter is the first step of the [resilience.Gate] contract, for meshless's
+// engine, which runs a call's gates in order around each attempt: it admits
+// the attempt or rejects it (an [*OpenError]), as [Breaker.Execute] does, and
+// [Breaker.Exit] must then be told, exactly once, how the attempt ended. A
+// closed breaker admits without reading the clock: the engine measures the
+// attempt. Users run calls with [Breaker.Execute].
 func (b *Breaker) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
 	switch p := b.cur.Load(); p.state {
 	case StateClosed, StateMetricsOnly:
@@ -278,7 +279,7 @@ func (b *Breaker) Enter(ctx context.Context) (context.Context, resilience.Permit
 	case StateDisabled:
 		return ctx, resilience.Permit{}, nil
 	}
-	pm, err := b.Acquire(ctx)
+	pm, err := b.acquire(ctx)
 	switch {
 	case err != nil:
 		return ctx, resilience.Permit{}, err

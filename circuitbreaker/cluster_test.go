@@ -105,7 +105,7 @@ func TestClusterDecidesStopsLocalOpensButNotTrip(t *testing.T) {
 }
 
 func TestLeasedProbes(t *testing.T) {
-	h := newHarness(t, smallWith(circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(3))...)
+	h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.PermittedNumberOfCallsInHalfOpenState = 3 })))...)
 	coord.Of(h.cb).Coordinate(&coord.Coordination{LeaseProbes: true})
 	h.halfOpen()
 	if h.call(ok, 0) {
@@ -114,7 +114,7 @@ func TestLeasedProbes(t *testing.T) {
 	if g := coord.Of(h.cb).GrantProbes(1); g != 1 {
 		t.Fatalf("GrantProbes(1) = %d", g)
 	}
-	p, err := h.cb.Acquire(context.Background())
+	p, err := h.enter(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

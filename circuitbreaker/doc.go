@@ -9,15 +9,28 @@
 // open wait it lets a fixed number of probes through (HALF_OPEN) and decides
 // on their results: close, or open again for twice as long, up to a cap.
 //
-//	cb, err := circuitbreaker.New(
-//		circuitbreaker.WithName("payments"),
-//		circuitbreaker.WithFailureRateThreshold(50),
-//		circuitbreaker.WithSlowCallDurationThreshold(2*time.Second),
-//	)
+//	cfg := circuitbreaker.DefaultConfig()
+//	cfg.FailureRateThreshold = 50
+//	cfg.SlowCallDurationThreshold = 2 * time.Second
+//	cb, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg), circuitbreaker.WithName("payments"))
 //	...
 //	err = cb.Execute(ctx, func(ctx context.Context) error {
 //		return client.Charge(ctx, req)
 //	})
+//
+// # Configuration and the one way in
+//
+// A breaker's settings are one [Config], started from [DefaultConfig] and
+// given to [New] (or [Breaker.Reconfigure]) with [WithConfig]. The other
+// options set what is not a setting: the name, the clock, the classifier,
+// the observer.
+//
+// [Breaker.Execute] is the way to run a call through a breaker.
+// [Breaker.Apply] is the same call in the shape of a [resilience.Policy], the
+// method through which [resilience.NewChain] composes policies. [Breaker.Enter],
+// [Breaker.Exit] and [Breaker.Commit] are the breaker's [resilience.Gate]
+// contract, for meshless's engine (the grpcmw and httpmw interceptors),
+// which admits an attempt, runs it and reports it in separate steps.
 //
 // # Outcomes
 //
@@ -33,21 +46,15 @@
 //
 // CLOSED, OPEN and HALF_OPEN are the automatic states. DISABLED (always
 // closed, nothing recorded), METRICS_ONLY (recorded and reported, never
-// opens) and FORCED_OPEN (rejects every call) are set by [WithMode] or by
+// opens) and FORCED_OPEN (rejects every call) are set by [Config.Mode] or by
 // [Breaker.Disable], [Breaker.MetricsOnly] and [Breaker.ForceOpen];
 // [Breaker.Reset] returns to CLOSED.
 //
 // A result counts only in the state in which its call was admitted: when the
 // state changes while calls are in flight, their results are dropped. A
 // half-open probe whose caller never reports is settled when its context ends,
-// and [WithMaxWaitDurationInHalfOpenState] re-opens a breaker whose probes do
+// and [Config.MaxWaitDurationInHalfOpenState] re-opens a breaker whose probes do
 // not report in time, so HALF_OPEN cannot wedge.
-//
-// # Two steps
-//
-// Interceptors and streams cannot wrap the call in a closure. [Breaker.Acquire]
-// returns a [Permit], a value, that the caller reports on with [Permit.Done]
-// or [Permit.Record] when the call is over.
 //
 // # Cost
 //

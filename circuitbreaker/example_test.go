@@ -13,13 +13,17 @@ import (
 
 // A breaker opens when half of the last ten calls failed, rejects calls
 // without running them while open, and lets probes through after its wait.
+// Settings go in a Config, started from DefaultConfig; Execute is the way to
+// run a call through the breaker.
 func Example() {
 	clk := resiliencetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := circuitbreaker.DefaultConfig()
+	cfg.SlidingWindowSize = 10
+	cfg.MinimumNumberOfCalls = 10
+	cfg.WaitDurationInOpenState = 30 * time.Second
 	cb, err := circuitbreaker.New(
+		circuitbreaker.WithConfig(cfg),
 		circuitbreaker.WithName("payments"),
-		circuitbreaker.WithSlidingWindowSize(10),
-		circuitbreaker.WithMinimumNumberOfCalls(10),
-		circuitbreaker.WithWaitDurationInOpenState(30*time.Second),
 		circuitbreaker.WithClock(clk),
 	)
 	if err != nil {
@@ -53,35 +57,20 @@ func Example() {
 	// CLOSED
 }
 
-// Interceptors and streams use the two-step form: the permit is a value,
-// reported once when the call is over.
-func ExampleBreaker_Acquire() {
-	cb, _ := circuitbreaker.New()
-	p, err := cb.Acquire(context.Background())
-	if err != nil {
-		fmt.Println("rejected:", err)
-		return
-	}
-	// ... start the call, keep p with it, and when it ends:
-	p.Done(nil)
-	fmt.Println(cb.Metrics().Calls)
-	// Output: 1
-}
-
 // A slow dependency opens the breaker even when every call succeeds.
-func ExampleWithSlowCallRateThreshold() {
+func ExampleConfig_slowCalls() {
 	clk := resiliencetest.NewClock(time.Unix(0, 0))
-	cb, _ := circuitbreaker.New(
-		circuitbreaker.WithClock(clk),
-		circuitbreaker.WithSlidingWindowSize(4),
-		circuitbreaker.WithMinimumNumberOfCalls(4),
-		circuitbreaker.WithSlowCallDurationThreshold(time.Second),
-		circuitbreaker.WithSlowCallRateThreshold(50),
-	)
+	cfg := circuitbreaker.DefaultConfig()
+	cfg.SlidingWindowSize = 4
+	cfg.MinimumNumberOfCalls = 4
+	cfg.SlowCallDurationThreshold = time.Second
+	cfg.SlowCallRateThreshold = 50
+	cb, _ := circuitbreaker.New(circuitbreaker.WithConfig(cfg), circuitbreaker.WithClock(clk))
 	for _, d := range []time.Duration{100 * time.Millisecond, 3 * time.Second, 200 * time.Millisecond, 5 * time.Second} {
-		p, _ := cb.Acquire(context.Background())
-		clk.Advance(d)
-		p.Done(nil)
+		_ = cb.Execute(context.Background(), func(context.Context) error {
+			clk.Advance(d) // the call takes d
+			return nil
+		})
 	}
 	m := cb.Metrics()
 	fmt.Println(m.State, m.SlowCallRate, m.FailureRate)

@@ -27,11 +27,13 @@ type harness struct {
 func newHarness(t *testing.T, opts ...circuitbreaker.Option) *harness {
 	t.Helper()
 	h := &harness{t: t, clk: resiliencetest.NewClock(t0), obs: new(resiliencetest.Observer)}
+	// The name goes last: a WithConfig in opts sets every setting, the name
+	// included.
 	opts = append([]circuitbreaker.Option{
-		circuitbreaker.WithName("test"),
 		circuitbreaker.WithClock(h.clk),
 		circuitbreaker.WithObserver(h.obs),
 	}, opts...)
+	opts = append(opts, circuitbreaker.WithName("test"))
 	cb, err := circuitbreaker.New(opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -40,11 +42,37 @@ func newHarness(t *testing.T, opts ...circuitbreaker.Option) *harness {
 	return h
 }
 
+// permit is a call that a breaker admitted through its gate (Enter),
+// reported later, once, with Record (Exit), as meshless's engine drives it:
+// the call's duration runs from Enter to Record on the breaker's clock.
+type permit struct {
+	cb    *circuitbreaker.Breaker
+	clk   resilience.Clock
+	ctx   context.Context
+	pm    resilience.Permit
+	start time.Time
+}
+
+// enter asks cb, whose clock is clk, to admit one call.
+func enter(cb *circuitbreaker.Breaker, clk resilience.Clock, ctx context.Context) (permit, error) {
+	ctx, pm, err := cb.Enter(ctx)
+	return permit{cb: cb, clk: clk, ctx: ctx, pm: pm, start: clk.Now()}, err
+}
+
+// enter asks the harness's breaker to admit one call.
+func (h *harness) enter(ctx context.Context) (permit, error) { return enter(h.cb, h.clk, ctx) }
+
+// Record reports the admitted call's outcome, ended now.
+func (p permit) Record(o resilience.Outcome) {
+	end := p.clk.Now()
+	_ = p.cb.Exit(p.ctx, p.pm, resilience.Result{Outcome: o, Duration: end.Sub(p.start), End: end})
+}
+
 // call runs one call that takes d and ends with outcome o. It reports
 // whether the breaker admitted it.
 func (h *harness) call(o resilience.Outcome, d time.Duration) bool {
 	h.t.Helper()
-	p, err := h.cb.Acquire(context.Background())
+	p, err := h.enter(context.Background())
 	if err != nil {
 		return false
 	}

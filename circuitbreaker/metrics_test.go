@@ -15,8 +15,10 @@ import (
 
 func TestTimeBasedWindowForgetsOldSeconds(t *testing.T) {
 	h := newHarness(t, smallWith(
-		circuitbreaker.WithSlidingWindowType(circuitbreaker.TimeBased),
-		circuitbreaker.WithSlidingWindowSize(10),
+		circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) {
+			c.SlidingWindowType = circuitbreaker.TimeBased
+			c.SlidingWindowSize = 10
+		})),
 	)...)
 	h.calls(4, fail, 0)
 	h.clk.Advance(10 * time.Second) // those four leave the window
@@ -99,7 +101,7 @@ func TestObserverEvents(t *testing.T) {
 }
 
 func TestDisabledReportsNothing(t *testing.T) {
-	h := newHarness(t, smallWith(circuitbreaker.WithMode(circuitbreaker.ModeDisabled))...)
+	h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeDisabled })))...)
 	h.calls(10, fail, 0)
 	if e := h.obs.Events(); len(e) != 0 {
 		t.Fatalf("a disabled breaker reported %d events", len(e))
@@ -109,7 +111,7 @@ func TestDisabledReportsNothing(t *testing.T) {
 func TestOpenError(t *testing.T) {
 	h := newHarness(t, small...)
 	h.open()
-	_, err := h.cb.Acquire(context.Background())
+	_, err := h.enter(context.Background())
 	var oe *circuitbreaker.OpenError
 	if !errors.As(err, &oe) {
 		t.Fatalf("rejection %T is not an *OpenError", err)
@@ -130,7 +132,7 @@ func TestOpenError(t *testing.T) {
 	if d := oe.RetryAfter(t0.Add(time.Hour)); d != 0 {
 		t.Fatalf("RetryAfter past the wait = %v, want 0", d)
 	}
-	_, err2 := h.cb.Acquire(context.Background())
+	_, err2 := h.enter(context.Background())
 	if err2 != err {
 		t.Fatal("two rejections in one open state are not the same prebuilt error")
 	}
@@ -144,8 +146,11 @@ func TestIssue9TimeWindowKeepsCountingWhenTheClockStepsBack(t *testing.T) {
 	for _, step := range []time.Duration{-time.Hour, -3 * time.Second, time.Hour} {
 		clk := resiliencetest.NewClock(time.Unix(1_000_000, 0))
 		cb, err := circuitbreaker.New(circuitbreaker.WithClock(clk),
-			circuitbreaker.WithSlidingWindowType(circuitbreaker.TimeBased), circuitbreaker.WithSlidingWindowSize(10),
-			circuitbreaker.WithMinimumNumberOfCalls(4))
+			circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+				c.SlidingWindowType = circuitbreaker.TimeBased
+				c.SlidingWindowSize = 10
+				c.MinimumNumberOfCalls = 4
+			})))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +180,10 @@ func TestIssue9TimeWindowKeepsCountingWhenTheClockStepsBack(t *testing.T) {
 // to 20ms with the processors busy and missed it.
 func TestIssue9DefaultClockJudgesSlowCallsExactly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cb, err := circuitbreaker.New(circuitbreaker.WithSlowCallDurationThreshold(5*time.Millisecond), circuitbreaker.WithMode(circuitbreaker.ModeMetricsOnly))
+		cb, err := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+			c.SlowCallDurationThreshold = 5 * time.Millisecond
+			c.Mode = circuitbreaker.ModeMetricsOnly
+		})))
 		if err != nil {
 			t.Fatal(err)
 		}

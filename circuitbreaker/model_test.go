@@ -84,17 +84,19 @@ func (c modelConfig) options(clk resilience.Clock) []circuitbreaker.Option {
 	}
 	return []circuitbreaker.Option{
 		circuitbreaker.WithClock(clk),
-		circuitbreaker.WithSlidingWindowType(wt),
-		circuitbreaker.WithSlidingWindowSize(c.size),
-		circuitbreaker.WithMinimumNumberOfCalls(c.minCalls),
-		circuitbreaker.WithFailureRateThreshold(c.failureRate),
-		circuitbreaker.WithSlowCallRateThreshold(c.slowRate),
-		circuitbreaker.WithSlowCallDurationThreshold(c.slowThreshold),
-		circuitbreaker.WithWaitDurationInOpenState(c.wait),
-		circuitbreaker.WithMaxWaitDurationInOpenState(c.maxWait),
-		circuitbreaker.WithMaxWaitDurationInHalfOpenState(c.halfOpenMax),
-		circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(c.permits),
-		circuitbreaker.WithMode(c.mode),
+		circuitbreaker.WithConfig(breakerConf(func(cc *circuitbreaker.Config) {
+			cc.SlidingWindowType = wt
+			cc.SlidingWindowSize = c.size
+			cc.MinimumNumberOfCalls = c.minCalls
+			cc.FailureRateThreshold = c.failureRate
+			cc.SlowCallRateThreshold = c.slowRate
+			cc.SlowCallDurationThreshold = c.slowThreshold
+			cc.WaitDurationInOpenState = c.wait
+			cc.MaxWaitDurationInOpenState = c.maxWait
+			cc.MaxWaitDurationInHalfOpenState = c.halfOpenMax
+			cc.PermittedNumberOfCallsInHalfOpenState = c.permits
+			cc.Mode = c.mode
+		})),
 	}
 }
 
@@ -333,7 +335,7 @@ func runModelSequence(seed uint64) string {
 	ref := newRefModel(cfg, t0)
 
 	type held struct {
-		real  circuitbreaker.Permit
+		real  permit
 		model modelPermit
 	}
 	var permits []held
@@ -346,7 +348,7 @@ func runModelSequence(seed uint64) string {
 	for step := range steps {
 		switch op := r.IntN(100); {
 		case op < 45: // acquire
-			p, err := cb.Acquire(context.Background())
+			p, err := enter(cb, clk, context.Background())
 			mp, admitted := ref.acquire()
 			fmt.Fprintf(&trace, "%3d acquire: real err=%v, model admitted=%v\n", step, err, admitted)
 			if (err == nil) != admitted {

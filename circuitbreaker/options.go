@@ -88,19 +88,46 @@ const (
 // plain comparable value: two equal Configs configure equal breakers, so
 // callers that keep configurations compare them with ==.
 type Config struct {
-	Name                                  string
-	SlidingWindowType                     WindowType
-	SlidingWindowSize                     int // calls (COUNT_BASED) or seconds (TIME_BASED)
-	MinimumNumberOfCalls                  int
-	FailureRateThreshold                  float64 // percent, in (0, 100]
-	SlowCallDurationThreshold             time.Duration
-	SlowCallRateThreshold                 float64 // percent, in (0, 100]
-	WaitDurationInOpenState               time.Duration
-	MaxWaitDurationInOpenState            time.Duration // 0: the wait does not grow on re-opens
-	OpenStateJitter                       float64       // fraction, in [0, 1)
+	// Name names the breaker, in rejections and for observers. Default "".
+	Name string
+	// SlidingWindowType is the kind of window. Default [CountBased].
+	SlidingWindowType WindowType
+	// SlidingWindowSize is calls for a [CountBased] window, seconds for a
+	// [TimeBased] one. Default 100.
+	SlidingWindowSize int
+	// MinimumNumberOfCalls: the breaker makes no decision while its window
+	// holds fewer calls. Default 20.
+	MinimumNumberOfCalls int
+	// FailureRateThreshold, in percent in (0, 100]: the breaker opens when the
+	// failure rate is at or above it. Default 50.
+	FailureRateThreshold float64
+	// SlowCallDurationThreshold: a call that takes longer is slow, whatever
+	// its outcome. Default 2s.
+	SlowCallDurationThreshold time.Duration
+	// SlowCallRateThreshold, in percent in (0, 100]: the breaker opens when
+	// the share of slow calls is at or above it. Default 100.
+	SlowCallRateThreshold float64
+	// WaitDurationInOpenState is how long the breaker stays open before it
+	// lets probes through. Default 30s.
+	WaitDurationInOpenState time.Duration
+	// MaxWaitDurationInOpenState: each consecutive re-open (probes failed)
+	// doubles the open wait, up to this cap, which the jitter never passes
+	// either. 0 turns the growth off. Default 5m.
+	MaxWaitDurationInOpenState time.Duration
+	// OpenStateJitter spreads each open wait by a random ±fraction, in
+	// [0, 1) (0.1 is ±10%), so that many clients that opened together do
+	// not probe together. It has no YAML key. Default 0.
+	OpenStateJitter float64
+	// PermittedNumberOfCallsInHalfOpenState is how many probes run in the
+	// half-open state; the breaker decides once they have all reported.
+	// Default 2.
 	PermittedNumberOfCallsInHalfOpenState int
-	MaxWaitDurationInHalfOpenState        time.Duration // 0: wait for every probe
-	Mode                                  Mode
+	// MaxWaitDurationInHalfOpenState: when the probes take longer than this
+	// to report, the breaker opens again. 0 waits for them however long they
+	// take. Default 0.
+	MaxWaitDurationInHalfOpenState time.Duration
+	// Mode is how the breaker works. Default [ModeNormal].
+	Mode Mode
 }
 
 // DefaultConfig returns the defaults of docs/circuitbreaker.md.
@@ -119,8 +146,9 @@ func DefaultConfig() Config {
 	}
 }
 
-// WithConfig sets every setting of c at once; options after it override
-// single settings.
+// WithConfig sets the breaker's settings, every one of them (the name
+// included: a [WithName] after it renames the breaker). Start c from
+// [DefaultConfig]. Without it a breaker has [DefaultConfig]'s settings.
 func WithConfig(c Config) Option { return optionFunc(func(cfg *config) { cfg.Config = c }) }
 
 type config struct {
@@ -201,8 +229,8 @@ func (c *Config) check(bad func(option string, value any, problem string)) {
 	}
 }
 
-// Option configures a [Breaker]. Each option is named after the
-// configuration key it sets (see docs/circuitbreaker.md).
+// Option configures a [Breaker]: its settings ([WithConfig]) and what is
+// not a setting (its name, clock, classifier and observer).
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -212,79 +240,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 // WithName names the breaker, in rejections and for observers. Default "".
 func WithName(name string) Option { return optionFunc(func(c *config) { c.Name = name }) }
 
-// WithSlidingWindowType sets slidingWindowType. Default [CountBased].
-func WithSlidingWindowType(t WindowType) Option {
-	return optionFunc(func(c *config) { c.SlidingWindowType = t })
-}
-
-// WithSlidingWindowSize sets slidingWindowSize: calls for a [CountBased]
-// window, seconds for a [TimeBased] one. Default 100.
-func WithSlidingWindowSize(n int) Option {
-	return optionFunc(func(c *config) { c.SlidingWindowSize = n })
-}
-
-// WithMinimumNumberOfCalls sets minimumNumberOfCalls: the breaker makes no
-// decision while its window holds fewer calls. Default 20.
-func WithMinimumNumberOfCalls(n int) Option {
-	return optionFunc(func(c *config) { c.MinimumNumberOfCalls = n })
-}
-
-// WithFailureRateThreshold sets failureRateThreshold, in percent: the
-// breaker opens when the failure rate is at or above it. Default 50.
-func WithFailureRateThreshold(pct float64) Option {
-	return optionFunc(func(c *config) { c.FailureRateThreshold = pct })
-}
-
-// WithSlowCallDurationThreshold sets slowCallDurationThreshold: a call that
-// takes longer is slow, whatever its outcome. Default 2s.
-func WithSlowCallDurationThreshold(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.SlowCallDurationThreshold = d })
-}
-
-// WithSlowCallRateThreshold sets slowCallRateThreshold, in percent: the
-// breaker opens when the share of slow calls is at or above it. Default 100.
-func WithSlowCallRateThreshold(pct float64) Option {
-	return optionFunc(func(c *config) { c.SlowCallRateThreshold = pct })
-}
-
-// WithWaitDurationInOpenState sets waitDurationInOpenState: how long the
-// breaker stays open before it lets probes through. Default 30s.
-func WithWaitDurationInOpenState(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.WaitDurationInOpenState = d })
-}
-
-// WithMaxWaitDurationInOpenState sets maxWaitDurationInOpenState: each
-// consecutive re-open (probes failed) doubles the open wait, up to this cap,
-// which the jitter never passes either. 0 turns the growth off. Default 5m.
-func WithMaxWaitDurationInOpenState(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.MaxWaitDurationInOpenState = d })
-}
-
-// WithOpenStateJitter spreads each open wait by a random ±fraction (0.1 is
-// ±10%), so that many clients that opened together do not probe together.
-// It has no YAML key. Default 0.
-func WithOpenStateJitter(fraction float64) Option {
-	return optionFunc(func(c *config) { c.OpenStateJitter = fraction })
-}
-
-// WithPermittedNumberOfCallsInHalfOpenState sets
-// permittedNumberOfCallsInHalfOpenState: how many probes run in the half-open
-// state; the breaker decides once they have all reported. Default 2.
-func WithPermittedNumberOfCallsInHalfOpenState(n int) Option {
-	return optionFunc(func(c *config) { c.PermittedNumberOfCallsInHalfOpenState = n })
-}
-
-// WithMaxWaitDurationInHalfOpenState sets maxWaitDurationInHalfOpenState:
-// when the probes take longer than this to report, the breaker opens again.
-// 0 waits for them however long they take. Default 0.
-func WithMaxWaitDurationInHalfOpenState(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.MaxWaitDurationInHalfOpenState = d })
-}
-
-// WithMode sets mode. Default [ModeNormal].
-func WithMode(m Mode) Option { return optionFunc(func(c *config) { c.Mode = m }) }
-
-// WithClassifier sets how [Permit.Done] and [Breaker.Execute] turn a call's
+// WithClassifier sets how [Breaker.Execute] turns a call's
 // error into an outcome. A nil error is always a success and a
 // [resilience.Rejection] is always ignored, whatever the classifier says.
 // Default [resilience.DefaultClassifier].

@@ -18,23 +18,29 @@ func TestInvalidOptionsAreErrorsThatNameThem(t *testing.T) {
 		option string
 		msg    string
 	}{
-		{"window size zero", []circuitbreaker.Option{circuitbreaker.WithSlidingWindowSize(0)}, "slidingWindowSize", "slidingWindowSize: must be in [1, 1048576] calls for COUNT_BASED, got 0"},
-		{"window size negative", []circuitbreaker.Option{circuitbreaker.WithSlidingWindowSize(-5)}, "slidingWindowSize", "got -5"},
-		{"time window too long", []circuitbreaker.Option{circuitbreaker.WithSlidingWindowType(circuitbreaker.TimeBased), circuitbreaker.WithSlidingWindowSize(7200)}, "slidingWindowSize", "seconds for TIME_BASED, got 7200"},
-		{"window type unknown", []circuitbreaker.Option{circuitbreaker.WithSlidingWindowType(7)}, "slidingWindowType", "got WindowType(7)"},
-		{"minimum zero", []circuitbreaker.Option{circuitbreaker.WithMinimumNumberOfCalls(0)}, "minimumNumberOfCalls", "must be at least 1, got 0"},
-		{"minimum above a count window", []circuitbreaker.Option{circuitbreaker.WithSlidingWindowSize(10), circuitbreaker.WithMinimumNumberOfCalls(20)}, "minimumNumberOfCalls", "must not exceed slidingWindowSize (10)"},
-		{"failure rate zero", []circuitbreaker.Option{circuitbreaker.WithFailureRateThreshold(0)}, "failureRateThreshold", "must be in (0, 100], got 0"},
-		{"failure rate above 100", []circuitbreaker.Option{circuitbreaker.WithFailureRateThreshold(150)}, "failureRateThreshold", "failureRateThreshold: must be in (0, 100], got 150"},
-		{"failure rate NaN", []circuitbreaker.Option{circuitbreaker.WithFailureRateThreshold(math.NaN())}, "failureRateThreshold", "got NaN"},
-		{"slow rate negative", []circuitbreaker.Option{circuitbreaker.WithSlowCallRateThreshold(-1)}, "slowCallRateThreshold", "got -1"},
-		{"slow duration zero", []circuitbreaker.Option{circuitbreaker.WithSlowCallDurationThreshold(0)}, "slowCallDurationThreshold", "must be positive, got 0s"},
-		{"open wait negative", []circuitbreaker.Option{circuitbreaker.WithWaitDurationInOpenState(-time.Second)}, "waitDurationInOpenState", "got -1s"},
-		{"max open wait below the wait", []circuitbreaker.Option{circuitbreaker.WithMaxWaitDurationInOpenState(time.Second)}, "maxWaitDurationInOpenState", "at least waitDurationInOpenState (30s), got 1s"},
-		{"jitter of 1", []circuitbreaker.Option{circuitbreaker.WithOpenStateJitter(1)}, "openStateJitter", "must be in [0, 1)"},
-		{"no probes", []circuitbreaker.Option{circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(0)}, "permittedNumberOfCallsInHalfOpenState", "must be at least 1, got 0"},
-		{"half-open wait negative", []circuitbreaker.Option{circuitbreaker.WithMaxWaitDurationInHalfOpenState(-time.Second)}, "maxWaitDurationInHalfOpenState", "must not be negative"},
-		{"mode unknown", []circuitbreaker.Option{circuitbreaker.WithMode(9)}, "mode", "got Mode(9)"},
+		{"window size zero", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.SlidingWindowSize = 0 }))}, "slidingWindowSize", "slidingWindowSize: must be in [1, 1048576] calls for COUNT_BASED, got 0"},
+		{"window size negative", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.SlidingWindowSize = -5 }))}, "slidingWindowSize", "got -5"},
+		{"time window too long", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+			c.SlidingWindowType = circuitbreaker.TimeBased
+			c.SlidingWindowSize = 7200
+		}))}, "slidingWindowSize", "seconds for TIME_BASED, got 7200"},
+		{"window type unknown", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.SlidingWindowType = 7 }))}, "slidingWindowType", "got WindowType(7)"},
+		{"minimum zero", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.MinimumNumberOfCalls = 0 }))}, "minimumNumberOfCalls", "must be at least 1, got 0"},
+		{"minimum above a count window", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+			c.SlidingWindowSize = 10
+			c.MinimumNumberOfCalls = 20
+		}))}, "minimumNumberOfCalls", "must not exceed slidingWindowSize (10)"},
+		{"failure rate zero", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.FailureRateThreshold = 0 }))}, "failureRateThreshold", "must be in (0, 100], got 0"},
+		{"failure rate above 100", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.FailureRateThreshold = 150 }))}, "failureRateThreshold", "failureRateThreshold: must be in (0, 100], got 150"},
+		{"failure rate NaN", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.FailureRateThreshold = math.NaN() }))}, "failureRateThreshold", "got NaN"},
+		{"slow rate negative", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.SlowCallRateThreshold = -1 }))}, "slowCallRateThreshold", "got -1"},
+		{"slow duration zero", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.SlowCallDurationThreshold = 0 }))}, "slowCallDurationThreshold", "must be positive, got 0s"},
+		{"open wait negative", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.WaitDurationInOpenState = -time.Second }))}, "waitDurationInOpenState", "got -1s"},
+		{"max open wait below the wait", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.MaxWaitDurationInOpenState = time.Second }))}, "maxWaitDurationInOpenState", "at least waitDurationInOpenState (30s), got 1s"},
+		{"jitter of 1", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.OpenStateJitter = 1 }))}, "openStateJitter", "must be in [0, 1)"},
+		{"no probes", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.PermittedNumberOfCallsInHalfOpenState = 0 }))}, "permittedNumberOfCallsInHalfOpenState", "must be at least 1, got 0"},
+		{"half-open wait negative", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.MaxWaitDurationInHalfOpenState = -time.Second }))}, "maxWaitDurationInHalfOpenState", "must not be negative"},
+		{"mode unknown", []circuitbreaker.Option{circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.Mode = 9 }))}, "mode", "got Mode(9)"},
 		{"nil clock", []circuitbreaker.Option{circuitbreaker.WithClock(nil)}, "clock", "must not be nil"},
 		{"nil classifier", []circuitbreaker.Option{circuitbreaker.WithClassifier(nil)}, "classifier", "must not be nil"},
 	}
@@ -56,7 +62,10 @@ func TestInvalidOptionsAreErrorsThatNameThem(t *testing.T) {
 }
 
 func TestAllInvalidOptionsAreReportedTogether(t *testing.T) {
-	_, err := circuitbreaker.New(circuitbreaker.WithFailureRateThreshold(0), circuitbreaker.WithSlidingWindowSize(0))
+	_, err := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+		c.FailureRateThreshold = 0
+		c.SlidingWindowSize = 0
+	})))
 	for _, key := range []string{"failureRateThreshold", "slidingWindowSize"} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error %q does not mention %s", err, key)

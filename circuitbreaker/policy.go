@@ -25,7 +25,7 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 	default:
 		return b.executeSlow(ctx, fn)
 	}
-	// The closed path, without building a Permit.
+	// The closed path, without building a permit.
 	clk := b.config().clock
 	start := clk.Now()
 	done := false
@@ -43,7 +43,7 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 }
 
 func (b *Breaker) executeSlow(ctx context.Context, fn func(context.Context) error) error {
-	pm, err := b.Acquire(ctx)
+	pm, err := b.acquire(ctx)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,9 @@ func (b *Breaker) executeSlow(ctx context.Context, fn func(context.Context) erro
 	return err
 }
 
-// Apply is [Breaker.Execute] as a [resilience.Policy], for chains.
+// Apply is [Breaker.Execute] in the shape of [resilience.Policy], the method
+// through which [resilience.NewChain] composes policies; it is not a second
+// way in: call Execute, or put the breaker in a chain.
 func (b *Breaker) Apply(ctx context.Context, next resilience.Next) error {
 	return b.Execute(ctx, next.Run)
 }

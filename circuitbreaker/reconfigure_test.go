@@ -18,7 +18,7 @@ func TestReconfigureKeepsStateAndCounts(t *testing.T) {
 	h.wantState(circuitbreaker.StateClosed)
 	// Lower the threshold to 30 %: the calls already in the window stay, and
 	// the next failure (3 of 6 = 50 %) trips under the new rule.
-	if err := h.cb.Reconfigure(smallWith(circuitbreaker.WithClock(h.clk), circuitbreaker.WithFailureRateThreshold(30))...); err != nil {
+	if err := h.cb.Reconfigure(smallWith(circuitbreaker.WithClock(h.clk), circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.FailureRateThreshold = 30 })))...); err != nil {
 		t.Fatal(err)
 	}
 	if m := h.cb.Metrics(); m.Calls != 5 || m.FailedCalls != 2 {
@@ -36,19 +36,19 @@ func TestReconfigureKeepsStateAndCounts(t *testing.T) {
 
 func TestReconfigureRefusesANewWindow(t *testing.T) {
 	h := newHarness(t, small...)
-	err := h.cb.Reconfigure(smallWith(circuitbreaker.WithSlidingWindowSize(20))...)
+	err := h.cb.Reconfigure(smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.SlidingWindowSize = 20 })))...)
 	var oe *resilience.OptionError
 	if !errors.As(err, &oe) || oe.Option != "slidingWindowSize" || !strings.Contains(err.Error(), "keeps its window (COUNT_BASED 10)") {
 		t.Fatalf("Reconfigure with another window = %v", err)
 	}
-	if err := h.cb.Reconfigure(circuitbreaker.WithFailureRateThreshold(500)); err == nil || !strings.Contains(err.Error(), "failureRateThreshold") {
+	if err := h.cb.Reconfigure(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.FailureRateThreshold = 500 }))); err == nil || !strings.Contains(err.Error(), "failureRateThreshold") {
 		t.Fatalf("Reconfigure with an invalid option = %v", err)
 	}
 }
 
 func TestReconfigureChangesTheMode(t *testing.T) {
 	h := newHarness(t, small...)
-	if err := h.cb.Reconfigure(smallWith(circuitbreaker.WithMode(circuitbreaker.ModeForcedOpen))...); err != nil {
+	if err := h.cb.Reconfigure(smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeForcedOpen })))...); err != nil {
 		t.Fatal(err)
 	}
 	h.wantState(circuitbreaker.StateForcedOpen)
@@ -59,7 +59,7 @@ func TestReconfigureChangesTheMode(t *testing.T) {
 }
 
 func TestReconfigureUnderLoad(t *testing.T) {
-	h := newHarness(t, smallWith(circuitbreaker.WithMode(circuitbreaker.ModeMetricsOnly))...)
+	h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeMetricsOnly })))...)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 4 {
@@ -77,7 +77,11 @@ func TestReconfigureUnderLoad(t *testing.T) {
 		}()
 	}
 	for i := range 200 {
-		_ = h.cb.Reconfigure(smallWith(circuitbreaker.WithMode(circuitbreaker.ModeMetricsOnly), circuitbreaker.WithFailureRateThreshold(float64(10+i%80)), circuitbreaker.WithWaitDurationInOpenState(time.Duration(1+i)*time.Second))...)
+		_ = h.cb.Reconfigure(smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) {
+			c.Mode = circuitbreaker.ModeMetricsOnly
+			c.FailureRateThreshold = float64(10 + i%80)
+			c.WaitDurationInOpenState = time.Duration(1+i) * time.Second
+		})))...)
 	}
 	close(stop)
 	wg.Wait()

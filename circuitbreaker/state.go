@@ -7,7 +7,7 @@ import "strconv"
 type State uint8
 
 // The states of a breaker. The first three are the automatic ones; the last
-// three are set by configuration ([WithMode]) or by hand.
+// three are set by configuration ([Config.Mode]) or by hand.
 const (
 	StateClosed State = iota
 	StateOpen

@@ -16,7 +16,7 @@ import (
 // the call itself.
 func TestHalfOpenNeverAdmitsMoreThanItsProbes(t *testing.T) {
 	const permits = 3
-	h := newHarness(t, smallWith(circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(permits))...)
+	h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.PermittedNumberOfCallsInHalfOpenState = permits })))...)
 	var inflight, peak atomic.Int32
 	for round := range 50 {
 		h.cb.Reset()
@@ -64,9 +64,11 @@ var errFailure = errors.New("unavailable")
 // breaker from many goroutines; every recorded call must be counted.
 func TestConcurrentRecordingKeepsExactCounts(t *testing.T) {
 	h := newHarness(t,
-		circuitbreaker.WithMode(circuitbreaker.ModeMetricsOnly),
-		circuitbreaker.WithSlidingWindowSize(10000),
-		circuitbreaker.WithMinimumNumberOfCalls(1))
+		circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+			c.Mode = circuitbreaker.ModeMetricsOnly
+			c.SlidingWindowSize = 10000
+			c.MinimumNumberOfCalls = 1
+		})))
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)

@@ -12,16 +12,24 @@ import (
 	"github.com/meshless/meshless/resilience"
 )
 
-var small = []circuitbreaker.Option{
-	circuitbreaker.WithSlidingWindowSize(10),
-	circuitbreaker.WithMinimumNumberOfCalls(5),
-	circuitbreaker.WithFailureRateThreshold(50),
-	circuitbreaker.WithSlowCallDurationThreshold(time.Second),
-	circuitbreaker.WithSlowCallRateThreshold(60),
-	circuitbreaker.WithWaitDurationInOpenState(10 * time.Second),
-	circuitbreaker.WithMaxWaitDurationInOpenState(35 * time.Second),
-	circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(2),
+// smallConf is a small breaker's configuration, with edits applied.
+func smallConf(edits ...func(*circuitbreaker.Config)) circuitbreaker.Config {
+	return breakerConf(func(c *circuitbreaker.Config) {
+		c.SlidingWindowSize = 10
+		c.MinimumNumberOfCalls = 5
+		c.FailureRateThreshold = 50
+		c.SlowCallDurationThreshold = time.Second
+		c.SlowCallRateThreshold = 60
+		c.WaitDurationInOpenState = 10 * time.Second
+		c.MaxWaitDurationInOpenState = 35 * time.Second
+		c.PermittedNumberOfCallsInHalfOpenState = 2
+		for _, e := range edits {
+			e(c)
+		}
+	})
 }
+
+var small = []circuitbreaker.Option{circuitbreaker.WithConfig(smallConf())}
 
 func smallWith(opts ...circuitbreaker.Option) []circuitbreaker.Option {
 	return append(slices.Clone(small), opts...)
@@ -144,7 +152,7 @@ func TestTransitions(t *testing.T) {
 		},
 		{
 			name: "half-open decides on its probes whatever the minimum says",
-			opts: smallWith(circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1)),
+			opts: smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.PermittedNumberOfCallsInHalfOpenState = 1 }))),
 			steps: func(h *harness) {
 				h.halfOpen()
 				h.calls(1, ok, 0)
@@ -167,9 +175,9 @@ func TestTransitions(t *testing.T) {
 			opts: small,
 			steps: func(h *harness) {
 				h.halfOpen()
-				p1, err1 := h.cb.Acquire(context.Background())
-				_, err2 := h.cb.Acquire(context.Background())
-				_, err3 := h.cb.Acquire(context.Background())
+				p1, err1 := h.enter(context.Background())
+				_, err2 := h.enter(context.Background())
+				_, err3 := h.enter(context.Background())
 				var oe *circuitbreaker.OpenError
 				if err1 != nil || err2 != nil || !errors.As(err3, &oe) || oe.State != circuitbreaker.StateHalfOpen {
 					h.t.Fatalf("acquires = %v, %v, %v; want two probes then a HALF_OPEN rejection", err1, err2, err3)
@@ -180,10 +188,10 @@ func TestTransitions(t *testing.T) {
 		},
 		{
 			name: "max wait in half-open re-opens",
-			opts: smallWith(circuitbreaker.WithMaxWaitDurationInHalfOpenState(5 * time.Second)),
+			opts: smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.MaxWaitDurationInHalfOpenState = 5 * time.Second }))),
 			steps: func(h *harness) {
 				h.halfOpen()
-				p, _ := h.cb.Acquire(context.Background()) // a probe that never reports
+				p, _ := h.enter(context.Background()) // a probe that never reports
 				_ = p
 				h.clk.Advance(5 * time.Second)
 			},
@@ -192,19 +200,19 @@ func TestTransitions(t *testing.T) {
 		},
 		{
 			name:  "forced open by configuration",
-			opts:  smallWith(circuitbreaker.WithMode(circuitbreaker.ModeForcedOpen)),
+			opts:  smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeForcedOpen }))),
 			steps: func(h *harness) { h.clk.Advance(time.Hour); h.wantRejected() },
 			want:  circuitbreaker.StateForcedOpen,
 		},
 		{
 			name:  "disabled by configuration passes everything and never opens",
-			opts:  smallWith(circuitbreaker.WithMode(circuitbreaker.ModeDisabled)),
+			opts:  smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeDisabled }))),
 			steps: func(h *harness) { h.calls(50, fail, 0) },
 			want:  circuitbreaker.StateDisabled,
 		},
 		{
 			name:  "metrics only by configuration records but never opens",
-			opts:  smallWith(circuitbreaker.WithMode(circuitbreaker.ModeMetricsOnly)),
+			opts:  smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeMetricsOnly }))),
 			steps: func(h *harness) { h.calls(50, fail, 0) },
 			want:  circuitbreaker.StateMetricsOnly,
 		},
@@ -277,7 +285,7 @@ func TestOpenWaitDoublesOnEachReopenUpToTheCap(t *testing.T) {
 	var waits []time.Duration
 	for range 4 {
 		var oe *circuitbreaker.OpenError
-		if _, err := h.cb.Acquire(context.Background()); !errors.As(err, &oe) {
+		if _, err := h.enter(context.Background()); !errors.As(err, &oe) {
 			t.Fatalf("Acquire while open = %v, want an OpenError", err)
 		}
 		wait := oe.RetryAfter(h.clk.Now())
@@ -295,14 +303,14 @@ func TestOpenWaitDoublesOnEachReopenUpToTheCap(t *testing.T) {
 	h.calls(2, ok, 0)
 	h.open()
 	var oe *circuitbreaker.OpenError
-	_, err := h.cb.Acquire(context.Background())
+	_, err := h.enter(context.Background())
 	if !errors.As(err, &oe) || oe.RetryAfter(h.clk.Now()) != 10*time.Second {
 		t.Fatalf("after closing, the open wait is %v, want 10s again", oe.RetryAfter(h.clk.Now()))
 	}
 }
 
 func TestOpenWaitWithoutGrowth(t *testing.T) {
-	h := newHarness(t, smallWith(circuitbreaker.WithMaxWaitDurationInOpenState(0))...)
+	h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.MaxWaitDurationInOpenState = 0 })))...)
 	h.open()
 	for range 3 {
 		h.clk.Advance(10 * time.Second)
@@ -316,14 +324,14 @@ func TestOpenWaitWithoutGrowth(t *testing.T) {
 func TestOpenWaitJitterNeverPassesTheCap(t *testing.T) {
 	// 10s doubled twice is 40s, capped at 35s; +/-50 % jitter must not
 	// pass 35s.
-	h := newHarness(t, smallWith(circuitbreaker.WithOpenStateJitter(0.5))...)
+	h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.OpenStateJitter = 0.5 })))...)
 	h.open()
 	for range 2 {
 		h.clk.Advance(time.Minute)
 		h.calls(2, fail, 0)
 	}
 	for range 100 {
-		_, err := h.cb.Acquire(context.Background())
+		_, err := h.enter(context.Background())
 		var oe *circuitbreaker.OpenError
 		if !errors.As(err, &oe) {
 			t.Fatalf("Acquire = %v, want open", err)
@@ -340,7 +348,7 @@ func TestNilContextIsBackground(t *testing.T) {
 	h := newHarness(t, small...)
 	h.halfOpen()
 	//lint:ignore SA1012 checking that a nil context does not panic
-	p, err := h.cb.Acquire(nil) //nolint:staticcheck
+	p, err := h.enter(nil) //nolint:staticcheck
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,12 +356,15 @@ func TestNilContextIsBackground(t *testing.T) {
 }
 
 func TestOpenWaitJitterStaysInItsBounds(t *testing.T) {
-	h := newHarness(t, smallWith(circuitbreaker.WithOpenStateJitter(0.2), circuitbreaker.WithMaxWaitDurationInOpenState(0))...)
+	h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) {
+		c.OpenStateJitter = 0.2
+		c.MaxWaitDurationInOpenState = 0
+	})))...)
 	seen := map[time.Duration]bool{}
 	for range 200 {
 		h.cb.Reset()
 		h.open()
-		_, err := h.cb.Acquire(context.Background())
+		_, err := h.enter(context.Background())
 		var oe *circuitbreaker.OpenError
 		errors.As(err, &oe)
 		w := oe.RetryAfter(h.clk.Now())
@@ -371,9 +382,9 @@ func TestResultsFromAnEarlierStateDoNotCount(t *testing.T) {
 	h := newHarness(t, small...)
 	// Five calls start while closed; the breaker is forced open and reset
 	// before they finish. Their failures belong to the old window.
-	var ps []circuitbreaker.Permit
+	var ps []permit
 	for range 5 {
-		p, err := h.cb.Acquire(context.Background())
+		p, err := h.enter(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +403,7 @@ func TestResultsFromAnEarlierStateDoNotCount(t *testing.T) {
 	// A probe that finishes after its half-open state ended does not count in
 	// the next one.
 	h.halfOpen()
-	stale, _ := h.cb.Acquire(context.Background())
+	stale, _ := h.enter(context.Background())
 	h.calls(1, fail, 0) // decides with the other probe? no: 2 are permitted
 	h.cb.Reset()
 	h.halfOpen() // trips again from the new window, waits, half-opens anew
@@ -463,7 +474,7 @@ func TestAbandonedProbeIsReleasedWhenItsContextEnds(t *testing.T) {
 		// cancelled call that never reports).
 		for range 2 {
 			ctx, cancel := context.WithCancel(context.Background())
-			if _, err := h.cb.Acquire(ctx); err != nil {
+			if _, err := h.enter(ctx); err != nil {
 				t.Fatal(err)
 			}
 			cancel()
@@ -477,11 +488,11 @@ func TestAbandonedProbeIsReleasedWhenItsContextEnds(t *testing.T) {
 
 func TestProbeWhoseDeadlinePassesCountsAsFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, smallWith(circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1))...)
+		h := newHarness(t, smallWith(circuitbreaker.WithConfig(smallConf(func(c *circuitbreaker.Config) { c.PermittedNumberOfCallsInHalfOpenState = 1 })))...)
 		h.halfOpen()
 		ctx, cancel := context.WithDeadline(context.Background(), time.Now()) // already past
 		defer cancel()
-		p, err := h.cb.Acquire(ctx)
+		p, err := h.enter(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

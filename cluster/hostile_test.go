@@ -176,7 +176,9 @@ func TestWindowsDatedInTheFutureAreIgnoredAndDeleted(t *testing.T) {
 }
 
 func TestAPeersCountsAreCappedByWhatItsWindowHolds(t *testing.T) {
-	timeBased := []circuitbreaker.Option{circuitbreaker.WithSlidingWindowType(circuitbreaker.TimeBased)}
+	timeBased := []circuitbreaker.Option{circuitbreaker.WithConfig(podConf(func(c *circuitbreaker.Config) {
+		c.SlidingWindowType = circuitbreaker.TimeBased
+	})), circuitbreaker.WithName("svc")}
 	for _, tt := range []struct {
 		name       string
 		bopts      []circuitbreaker.Option

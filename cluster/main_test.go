@@ -39,6 +39,25 @@ type pod struct {
 	b   *circuitbreaker.Breaker
 	rdb *redis.Client
 	l   *listener
+	clk resilience.Clock
+}
+
+// permit is a call that a pod's breaker admitted through its gate contract
+// (Enter), reported later with Record (Exit).
+type permit struct {
+	p  *pod
+	pm resilience.Permit
+}
+
+// enter asks the pod's breaker to admit one call.
+func (p *pod) enter() (permit, error) {
+	_, pm, err := p.b.Enter(context.Background())
+	return permit{p, pm}, err
+}
+
+// Record reports the admitted call's outcome, ended now.
+func (pm permit) Record(o resilience.Outcome) {
+	_ = pm.p.b.Exit(context.Background(), pm.pm, resilience.Result{Outcome: o, End: pm.p.clk.Now()})
 }
 
 // world is a Redis server and a clock that pods share.
@@ -59,6 +78,19 @@ func (w *world) pod(id string, start bool, opts ...cluster.Option) *pod {
 	return w.podWith(id, start, nil, opts...)
 }
 
+// podConf is a pod's breaker configuration (see podWith), with edits applied.
+func podConf(edits ...func(*circuitbreaker.Config)) circuitbreaker.Config {
+	return breakerConf(func(c *circuitbreaker.Config) {
+		c.SlidingWindowSize = 10
+		c.MinimumNumberOfCalls = 6
+		c.WaitDurationInOpenState = openWait
+		c.PermittedNumberOfCallsInHalfOpenState = 2
+		for _, e := range edits {
+			e(c)
+		}
+	})
+}
+
 // podWith is pod with breaker options after the usual ones (window of 10
 // calls, 6 calls at least, 30 s open, 2 probes; the longest open wait is
 // the default maxWaitDurationInOpenState, 5 min).
@@ -66,12 +98,8 @@ func (w *world) podWith(id string, start bool, bopts []circuitbreaker.Option, op
 	w.t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: w.srv.Addr(), MaxRetries: -1, DialTimeout: time.Second})
 	b, err := circuitbreaker.New(append([]circuitbreaker.Option{
-		circuitbreaker.WithName("svc"),
+		circuitbreaker.WithConfig(podConf()), circuitbreaker.WithName("svc"),
 		circuitbreaker.WithClock(w.clk),
-		circuitbreaker.WithSlidingWindowSize(10),
-		circuitbreaker.WithMinimumNumberOfCalls(6),
-		circuitbreaker.WithWaitDurationInOpenState(openWait),
-		circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(2),
 	}, bopts...)...)
 	if err != nil {
 		w.t.Fatal(err)
@@ -98,7 +126,7 @@ func (w *world) podWith(id string, start bool, bopts []circuitbreaker.Option, op
 		b.Close()
 		rdb.Close()
 	})
-	return &pod{t: w.t, c: c, b: b, rdb: rdb, l: l}
+	return &pod{t: w.t, c: c, b: b, rdb: rdb, l: l, clk: w.clk}
 }
 
 // sync runs one sync and wants it to succeed.
@@ -114,7 +142,7 @@ func (p *pod) sync() {
 func (p *pod) calls(n int, o resilience.Outcome) int {
 	ran := 0
 	for range n {
-		pm, err := p.b.Acquire(context.Background())
+		pm, err := p.enter()
 		if err != nil {
 			continue
 		}

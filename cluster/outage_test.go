@@ -41,7 +41,7 @@ func TestRedisGoneAndBack(t *testing.T) {
 	// Local decisions: a opens on its own window, b knows nothing.
 	a.calls(6, fail)
 	a.wantState(circuitbreaker.StateOpen)
-	if _, err := a.b.Acquire(context.Background()); !errors.Is(err, circuitbreaker.ErrOpen) {
+	if _, err := a.enter(); !errors.Is(err, circuitbreaker.ErrOpen) {
 		t.Fatalf("a call got %v, want the breaker's own rejection", err)
 	}
 	_ = a.c.Sync(t.Context()) // the open cannot be published

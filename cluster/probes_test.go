@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -25,11 +24,11 @@ func openAll(t *testing.T, w *world, pods ...*pod) {
 }
 
 // probes acquires up to n probe permits on each pod and returns them.
-func probes(n int, pods ...*pod) map[*pod][]circuitbreaker.Permit {
-	out := map[*pod][]circuitbreaker.Permit{}
+func probes(n int, pods ...*pod) map[*pod][]permit {
+	out := map[*pod][]permit{}
 	for _, p := range pods {
 		for range n {
-			if pm, err := p.b.Acquire(context.Background()); err == nil {
+			if pm, err := p.enter(); err == nil {
 				out[p] = append(out[p], pm)
 			} else if !errors.Is(err, circuitbreaker.ErrOpen) {
 				panic(err)
@@ -39,7 +38,7 @@ func probes(n int, pods ...*pod) map[*pod][]circuitbreaker.Permit {
 	return out
 }
 
-func count(m map[*pod][]circuitbreaker.Permit) int {
+func count(m map[*pod][]permit) int {
 	n := 0
 	for _, l := range m {
 		n += len(l)

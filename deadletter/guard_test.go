@@ -22,9 +22,12 @@ func TestGuardDefersWhileOpenAndReplaysAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newListener()
 		q := newQueue(t, deadlettertest.NewStore(nil), deadletter.Config{}, deadletter.WithListener(l))
-		br, err := circuitbreaker.New(circuitbreaker.WithName("orders"), circuitbreaker.WithSlidingWindowSize(4),
-			circuitbreaker.WithMinimumNumberOfCalls(4), circuitbreaker.WithWaitDurationInOpenState(5*time.Second),
-			circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1))
+		br, err := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+			c.SlidingWindowSize = 4
+			c.MinimumNumberOfCalls = 4
+			c.WaitDurationInOpenState = 5 * time.Second
+			c.PermittedNumberOfCallsInHalfOpenState = 1
+		})), circuitbreaker.WithName("orders"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,8 +109,10 @@ func TestGuardNeedsItsParts(t *testing.T) {
 
 func TestGuardAPanicIsAFailureAndGoesOnUp(t *testing.T) {
 	q := newQueue(t, deadlettertest.NewStore(nil), deadletter.Config{})
-	br, _ := circuitbreaker.New(circuitbreaker.WithName("orders"), circuitbreaker.WithSlidingWindowSize(2),
-		circuitbreaker.WithMinimumNumberOfCalls(2))
+	br, _ := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+		c.SlidingWindowSize = 2
+		c.MinimumNumberOfCalls = 2
+	})), circuitbreaker.WithName("orders"))
 	defer br.Close()
 	g, _ := deadletter.NewGuard(q, br, func(context.Context, deadletter.Entry) error { panic("bug") })
 	for range 2 {

@@ -18,15 +18,24 @@ import (
 // serves a default when the bulkhead inside it is full, and a failsafe-go
 // rate limiter's refusal comes back as a rejection.
 func ExampleNew() {
-	bh, _ := bulkhead.New(bulkhead.WithMaxConcurrentCalls(1))
+	cfg := bulkhead.DefaultConfig()
+	cfg.MaxConcurrentCalls = 1
+	bh, _ := bulkhead.New(bulkhead.WithConfig(cfg))
 	chain := resilience.NewChain(
 		failsafepolicy.New(fallback.NewWithResult[any](nil)),
 		bh,
 	)
-	held, _ := bh.Acquire(context.Background())
+	// One call in flight fills the bulkhead.
+	inside, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = bh.Execute(context.Background(), func(context.Context) error { close(inside); <-release; return nil })
+	}()
+	<-inside
 	err := chain.Execute(context.Background(), func(context.Context) error { return nil })
 	fmt.Println("full, with a fallback:", err)
-	held.Release()
+	close(release)
+	<-done
 
 	limited := resilience.NewChain(failsafepolicy.New(ratelimiter.NewBursty[any](1, time.Hour)))
 	call := func(context.Context) error { return nil }

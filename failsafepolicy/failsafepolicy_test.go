@@ -21,7 +21,7 @@ import (
 )
 
 func TestFailsafeFallbackInAChain(t *testing.T) {
-	b := mustNew(t, bulkhead.WithMaxConcurrentCalls(1))
+	b := mustNew(t, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })))
 	var errFallback = errors.New("served from the fallback")
 	for _, tt := range []struct {
 		name string
@@ -62,7 +62,10 @@ func TestFailsafeFallbackInAChain(t *testing.T) {
 }
 
 func TestFailsafeRateLimiterRejectionIsARejection(t *testing.T) {
-	cb, err := circuitbreaker.New(circuitbreaker.WithSlidingWindowSize(10), circuitbreaker.WithMinimumNumberOfCalls(1))
+	cb, err := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+		c.SlidingWindowSize = 10
+		c.MinimumNumberOfCalls = 1
+	})))
 	if err != nil {
 		t.Fatal(err)
 	}

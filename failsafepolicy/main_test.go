@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/resilience"
 )
 
 var errUnavailable = errors.New("unavailable")
@@ -23,23 +24,30 @@ func mustNew(t testing.TB, opts ...bulkhead.Option) *bulkhead.Bulkhead {
 	return b
 }
 
-// hold takes n permits of b.
-func hold(t testing.TB, b *bulkhead.Bulkhead, n int) []bulkhead.Permit {
-	t.Helper()
-	ps := make([]bulkhead.Permit, n)
-	for i := range ps {
-		p, err := b.Acquire(context.Background())
-		if err != nil {
-			t.Fatalf("Acquire %d of %d: %v", i+1, n, err)
-		}
-		ps[i] = p
-	}
-	return ps
+// held is permits of a bulkhead, taken through its gate contract.
+type held struct {
+	b   *bulkhead.Bulkhead
+	pms []resilience.Permit
 }
 
-func releaseAll(ps []bulkhead.Permit) {
-	for _, p := range ps {
-		p.Release()
+// hold takes n permits of b.
+func hold(t testing.TB, b *bulkhead.Bulkhead, n int) held {
+	t.Helper()
+	h := held{b: b, pms: make([]resilience.Permit, n)}
+	for i := range h.pms {
+		_, pm, err := b.Enter(context.Background())
+		if err != nil {
+			t.Fatalf("Enter %d of %d: %v", i+1, n, err)
+		}
+		h.pms[i] = pm
+	}
+	return h
+}
+
+func releaseAll(h held) {
+	for _, pm := range h.pms {
+		_ = h.b.Exit(context.Background(), pm, resilience.Result{})
 	}
 }
+
 func noop(context.Context) error { return nil }

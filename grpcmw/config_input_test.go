@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw"
 )
 
@@ -43,9 +44,9 @@ func TestIssue9AliasBombIsRefused(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("ParseConfig took %v", took)
 	}
-	want := fmt.Sprintf("the document holds more than %d keys and values", grpcmw.MaxConfigValues)
+	want := fmt.Sprintf("the document holds more than %d keys and values", config.MaxConfigValues)
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], `services."a.S0".methods.M`) || !strings.Contains(lines[0], want) {
-		t.Fatalf("error:\n%s\nwant one line naming where the limit of %d was reached", strings.Join(lines, "\n"), grpcmw.MaxConfigValues)
+		t.Fatalf("error:\n%s\nwant one line naming where the limit of %d was reached", strings.Join(lines, "\n"), config.MaxConfigValues)
 	}
 }
 
@@ -56,8 +57,8 @@ func TestIssue9ErrorOutputIsBounded(t *testing.T) {
 		fmt.Fprintf(&b, "    bogus%d: 1\n", i)
 	}
 	lines := problems(t, b.String())
-	if len(lines) != grpcmw.MaxConfigProblems+1 || lines[len(lines)-1] != "and 10 more problems" {
-		t.Fatalf("%d lines, the last %q; want %d and \"and 10 more problems\"", len(lines), lines[len(lines)-1], grpcmw.MaxConfigProblems+1)
+	if len(lines) != config.MaxConfigProblems+1 || lines[len(lines)-1] != "and 10 more problems" {
+		t.Fatalf("%d lines, the last %q; want %d and \"and 10 more problems\"", len(lines), lines[len(lines)-1], config.MaxConfigProblems+1)
 	}
 
 	long := strings.Repeat("x", 400<<10)
@@ -77,8 +78,8 @@ func TestIssue9ErrorOutputIsBounded(t *testing.T) {
 }
 
 func TestIssue9SizeIsLimited(t *testing.T) {
-	big := []byte("# " + strings.Repeat("x", grpcmw.MaxConfigSize-3) + "\n")
-	if _, err := grpcmw.ParseConfig(big[:grpcmw.MaxConfigSize]); err != nil {
+	big := []byte("# " + strings.Repeat("x", config.MaxConfigSize-3) + "\n")
+	if _, err := grpcmw.ParseConfig(big[:config.MaxConfigSize]); err != nil {
 		t.Fatalf("a document of exactly the limit: %v", err)
 	}
 	big = append(big, '\n')

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw"
 )
 
@@ -81,7 +82,7 @@ func TestParseTheContractExample(t *testing.T) {
 	if cb.SlowCallDurationThreshold.D() != 2*time.Second || cb.MaxWaitDurationInOpenState.D() != 5*time.Minute {
 		t.Fatalf("durations parsed as %v, %v", cb.SlowCallDurationThreshold.D(), cb.MaxWaitDurationInOpenState.D())
 	}
-	if want := (grpcmw.Codes{codes.Unavailable, codes.Internal, codes.Unknown, codes.DeadlineExceeded, codes.DataLoss}); !reflect.DeepEqual(cb.FailureStatusCodes, want) {
+	if want := (config.Codes{codes.Unavailable, codes.Internal, codes.Unknown, codes.DeadlineExceeded, codes.DataLoss}); !reflect.DeepEqual(cb.FailureStatusCodes, want) {
 		t.Fatalf("failure codes %v", cb.FailureStatusCodes)
 	}
 	if o := cfg.OutlierDetection; o == nil || *o.ConsecutiveFailures != 5 || o.SlowCalls.DurationThreshold.D() != 500*time.Millisecond || *cfg.HealthCheck.ServiceName != "" {
@@ -117,7 +118,7 @@ func TestAcceptedSpellings(t *testing.T) {
 		t.Fatalf("JSON with lower-case and numeric codes: %v", err)
 	}
 	r := cfg.Defaults.Retry
-	if want := (grpcmw.Codes{codes.Unavailable, codes.ResourceExhausted, codes.Aborted}); !reflect.DeepEqual(r.RetryableStatusCodes, want) {
+	if want := (config.Codes{codes.Unavailable, codes.ResourceExhausted, codes.Aborted}); !reflect.DeepEqual(r.RetryableStatusCodes, want) {
 		t.Fatalf("codes = %v, want %v", r.RetryableStatusCodes, want)
 	}
 	if r.InitialBackoff.D() != 100*time.Millisecond || cfg.Defaults.Timeout.PerAttempt.D() != 0 {
@@ -227,7 +228,7 @@ func TestAllErrorsAreReported(t *testing.T) {
 			t.Errorf("error %v does not name %s", err, want)
 		}
 	}
-	var pe *grpcmw.PathError
+	var pe *config.PathError
 	if !errors.As(err, &pe) {
 		t.Fatal("no PathError in the chain")
 	}
@@ -266,16 +267,16 @@ services:
 
 func TestConfigBuiltInGo(t *testing.T) {
 	cfg := &grpcmw.Config{
-		Defaults: grpcmw.Policies{Retry: &grpcmw.RetrySection{MaxAttempts: grpcmw.Ptr(5), InitialBackoff: grpcmw.Dur(50 * time.Millisecond)}},
-		Services: map[string]*grpcmw.Service{
-			"a.B": {Methods: map[string]*grpcmw.Policies{"Get": {Timeout: &grpcmw.TimeoutSection{PerAttempt: grpcmw.Dur(-time.Second)}}}},
+		Defaults: config.Policies{Retry: &config.RetrySection{MaxAttempts: config.Ptr(5), InitialBackoff: config.Dur(50 * time.Millisecond)}},
+		Services: map[string]*config.Service{
+			"a.B": {Methods: map[string]*config.Policies{"Get": {Timeout: &config.TimeoutSection{PerAttempt: config.Dur(-time.Second)}}}},
 		},
 	}
 	err := cfg.Validate()
 	if err == nil || !strings.Contains(err.Error(), `services."a.B".methods.Get.timeout.perAttempt: must not be negative (0 means none), got -1s`) {
 		t.Fatalf("Validate = %v", err)
 	}
-	cfg.Services["a.B"].Methods["Get"].Timeout.PerAttempt = grpcmw.Dur(0)
+	cfg.Services["a.B"].Methods["Get"].Timeout.PerAttempt = config.Dur(0)
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("Validate of a valid Go config: %v", err)
 	}

@@ -13,6 +13,13 @@
 //	}
 //	conn, err := grpc.NewClient(target, append(chain.DialOptions(), creds)...)
 //
+// A [Chain] is the transport's side of that configuration: the set of
+// interceptors (and the service config that installs the outlier balancer)
+// built from the YAML, one policy set per service or method. It is not a
+// [resilience.Chain], which composes policies around one function call; use
+// that, or each policy's Execute, to protect code that is not a gRPC call.
+// The configuration's sections are package config's types.
+//
 // # The order
 //
 // Every call runs its method's policies in one fixed order, outer to inner:

@@ -3,6 +3,7 @@ package grpcmw_test
 import (
 	"fmt"
 
+	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw"
 )
 
@@ -29,10 +30,10 @@ services:
 // A Config can be written in Go as well, and marshals to YAML.
 func ExampleConfig_Marshal() {
 	cfg := &grpcmw.Config{
-		Services: map[string]*grpcmw.Service{
+		Services: map[string]*config.Service{
 			"payment.PaymentService": {
-				Methods: map[string]*grpcmw.Policies{
-					"Charge": {Retry: &grpcmw.RetrySection{MaxAttempts: grpcmw.Ptr(1)}},
+				Methods: map[string]*config.Policies{
+					"Charge": {Retry: &config.RetrySection{MaxAttempts: config.Ptr(1)}},
 				},
 			},
 		},

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
@@ -106,9 +107,9 @@ defaults:
 		t.Fatal(err)
 	}
 	bh, _ := chain2.Bulkhead(testService)
-	hold, _ := bh.Acquire(t.Context())
+	_, hold, _ := bh.Enter(t.Context())
 	_, err = client2.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
-	hold.Release()
+	_ = bh.Exit(t.Context(), hold, resilience.Result{})
 	if grpcmw.RejectionReason(err) != grpcmw.ReasonBulkheadFull || f2.calls.Load() != 0 {
 		t.Fatalf("got %v with %d calls at the server; want BULKHEAD_FULL and none", err, f2.calls.Load())
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/health" // client-side health checking, turned on by the service config
 
+	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw/outlier"
 	"github.com/meshless/meshless/resilience"
 )
@@ -61,7 +62,7 @@ func set[T any](dst *T, src *T) {
 	}
 }
 
-func setDur(dst *time.Duration, src *Duration) {
+func setDur(dst *time.Duration, src *config.Duration) {
 	if src != nil {
 		*dst = src.D()
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/resilience/resiliencetest"
@@ -64,7 +65,7 @@ defaults:
 		t.Fatalf("after a new window: same %v, state %v, %+v", fresh == before, fresh.State(), fresh.Metrics())
 	}
 	// An invalid config is refused and the old one stays.
-	bad := &grpcmw.Config{Defaults: grpcmw.Policies{Retry: &grpcmw.RetrySection{MaxAttempts: grpcmw.Ptr(0)}}}
+	bad := &grpcmw.Config{Defaults: config.Policies{Retry: &config.RetrySection{MaxAttempts: config.Ptr(0)}}}
 	if err := chain.Reload(bad); err == nil || !strings.Contains(err.Error(), "defaults.retry.maxAttempts") {
 		t.Fatalf("Reload(invalid) = %v", err)
 	}

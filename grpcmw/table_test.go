@@ -6,6 +6,7 @@ import (
 
 	_ "google.golang.org/grpc/interop/grpc_testing" // links TestService's descriptor
 
+	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/resilience/resiliencetest"
 )
@@ -15,7 +16,7 @@ import (
 // until the bound, and past the bound calls ran without any policy.
 func TestIssue9InventedMethodsShareTheFallback(t *testing.T) {
 	obs := new(resiliencetest.Observer)
-	c, err := New(&Config{Services: map[string]*Service{"grpc.testing.TestService": {}}}, WithObserver(obs), WithMaxMethods(3))
+	c, err := New(&Config{Services: map[string]*config.Service{"grpc.testing.TestService": {}}}, WithObserver(obs), WithMaxMethods(3))
 	if err != nil {
 		t.Fatal(err)
 	}

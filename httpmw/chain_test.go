@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/httpmw"
 )
 
@@ -40,7 +41,7 @@ func TestReload(t *testing.T) {
 	if n := requests("/new/1"); n != 1 {
 		t.Fatalf("%d requests after the reload, want the new route's 1", n)
 	}
-	bad := &httpmw.Config{Hosts: map[string]*httpmw.Host{"Upper.Case": {}}}
+	bad := &httpmw.Config{Hosts: map[string]*config.Host{"Upper.Case": {}}}
 	if err := chain.Reload(bad); err == nil || !strings.Contains(err.Error(), `hosts."Upper.Case"`) {
 		t.Fatalf("Reload of an invalid config: %v", err)
 	}

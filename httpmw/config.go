@@ -7,16 +7,11 @@ import (
 	"github.com/meshless/meshless/config"
 )
 
-// The configuration is package config's, the same document grpcmw reads:
-// its hosts section is HTTP's, its defaults serve both transports.
-type (
-	// Config is one client's resilience configuration (config.Config).
-	Config = config.Config
-	// Host configures one HTTP host and its routes (config.Host).
-	Host = config.Host
-	// Policies is one level's settings for each policy (config.Policies).
-	Policies = config.Policies
-)
+// Config is one client's resilience configuration: package config's
+// [config.Config], the same document grpcmw reads (its hosts section is
+// HTTP's, its defaults serve both transports). Its sections are package
+// config's types.
+type Config = config.Config
 
 // ParseConfig parses a YAML (or JSON) configuration strictly (see
 // config.Parse): an unknown key, a wrong type or an out-of-range value is an

@@ -16,6 +16,13 @@
 //	defer chain.Close()
 //	client := &http.Client{Transport: chain.RoundTripper(http.DefaultTransport)}
 //
+// A [Chain] is the transport's side of that configuration: the round-tripper
+// (and the server middleware) built from the YAML, one policy set per host
+// or route. It is not a [resilience.Chain], which composes policies around
+// one function call; use that, or each policy's Execute, to protect code
+// that is not an HTTP request. The configuration's sections are package
+// config's types.
+//
 // # Keys
 //
 // The hosts section names hosts as a request's URL writes them (host or

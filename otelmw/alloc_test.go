@@ -39,7 +39,7 @@ func TestRecordingDoesNotAllocate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl, err := ratelimiter.New(ratelimiter.WithName("rl"), ratelimiter.WithLimitForPeriod(1<<30), ratelimiter.WithObserver(obs))
+	rl, err := ratelimiter.New(ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) { c.LimitForPeriod = 1 << 30 })), ratelimiter.WithName("rl"), ratelimiter.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,20 +87,14 @@ func TestRecordingDoesNotAllocate(t *testing.T) {
 			call.Record(ctx, resilience.Event{Type: resilience.EventCall, Duration: 3 * time.Millisecond, Err: errBoom, ErrorType: "UNAVAILABLE"})
 		}},
 		// The same through real policies.
-		{"circuitbreaker Acquire and Done", func() {
-			p, _ := cb.Acquire(ctx)
-			p.Done(nil)
-		}},
-		{"bulkhead Acquire and Release", func() {
-			p, _ := fixed.Acquire(ctx)
-			p.Release()
-		}},
+		{"circuitbreaker Execute", func() { _ = cb.Execute(ctx, noop) }},
+		{"bulkhead Execute", func() { _ = fixed.Execute(ctx, noop) }},
 		{"retry Execute, first attempt succeeds", func() { _ = r.Execute(ctx, noop) }},
 		{"rate limiter permitted and rejected", func() {
 			lim.Record(ctx, resilience.Event{Type: resilience.EventAcquired})
 			lim.Record(ctx, resilience.Event{Type: resilience.EventRejection, Err: ratelimiter.ErrLimited})
 		}},
-		{"ratelimiter Acquire, permitted", func() { _, _ = rl.Acquire(ctx) }},
+		{"ratelimiter Enter, permitted", func() { _, _, _ = rl.Enter(ctx) }},
 	} {
 		if n := testing.AllocsPerRun(1000, tt.run); n != 0 {
 			t.Errorf("%s: %v allocations per event, want 0", tt.name, n)

@@ -129,39 +129,42 @@ func TestCatalogueAfterAScriptedScenario(t *testing.T) {
 
 	// --- Circuit breakers --------------------------------------------
 	payments, err := circuitbreaker.New(
-		circuitbreaker.WithName("payments"),
+		circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+			c.SlidingWindowSize = 4
+			c.MinimumNumberOfCalls = 4
+			c.FailureRateThreshold = 50
+			c.SlowCallDurationThreshold = time.Second
+			c.WaitDurationInOpenState = 10 * time.Second
+			c.PermittedNumberOfCallsInHalfOpenState = 1
+		})), circuitbreaker.WithName("payments"),
 		circuitbreaker.WithClock(clk),
 		circuitbreaker.WithObserver(obs),
-		circuitbreaker.WithSlidingWindowSize(4),
-		circuitbreaker.WithMinimumNumberOfCalls(4),
-		circuitbreaker.WithFailureRateThreshold(50),
-		circuitbreaker.WithSlowCallDurationThreshold(time.Second),
-		circuitbreaker.WithWaitDurationInOpenState(10*time.Second),
-		circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inventory, err := circuitbreaker.New(circuitbreaker.WithName("inventory"), circuitbreaker.WithClock(clk),
-		circuitbreaker.WithObserver(obs), circuitbreaker.WithMode(circuitbreaker.ModeForcedOpen))
+	inventory, err := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeForcedOpen })), circuitbreaker.WithName("inventory"), circuitbreaker.WithClock(clk),
+		circuitbreaker.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// shipping stays closed, with enough calls for its ratios.
-	shipping, err := circuitbreaker.New(circuitbreaker.WithName("shipping"), circuitbreaker.WithClock(clk),
-		circuitbreaker.WithObserver(obs), circuitbreaker.WithSlidingWindowSize(4), circuitbreaker.WithMinimumNumberOfCalls(2),
-		circuitbreaker.WithSlowCallDurationThreshold(time.Second))
+	shipping, err := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+		c.SlidingWindowSize = 4
+		c.MinimumNumberOfCalls = 2
+		c.SlowCallDurationThreshold = time.Second
+	})), circuitbreaker.WithName("shipping"), circuitbreaker.WithClock(clk),
+		circuitbreaker.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	callOn := func(cb *circuitbreaker.Breaker, took time.Duration, err error) {
 		t.Helper()
-		p, aerr := cb.Acquire(ctx)
-		if aerr != nil {
-			t.Fatalf("Acquire: %v", aerr)
+		ran := false
+		_ = cb.Execute(ctx, func(context.Context) error { ran = true; clk.Advance(took); return err })
+		if !ran {
+			t.Fatal("Execute did not run the call")
 		}
-		clk.Advance(took)
-		p.Done(err)
 	}
 	call := func(took time.Duration, err error) { t.Helper(); callOn(payments, took, err) }
 	callOn(shipping, 0, nil)
@@ -196,12 +199,12 @@ func TestCatalogueAfterAScriptedScenario(t *testing.T) {
 		map[string]float64{enc(breakerName("payments")): 0.25, enc(breakerName("shipping")): 0.5})
 
 	for range 2 {
-		if _, err := payments.Acquire(ctx); !errors.Is(err, circuitbreaker.ErrOpen) {
-			t.Fatalf("Acquire while open = %v, want ErrOpen", err)
+		if err := payments.Execute(ctx, func(context.Context) error { return nil }); !errors.Is(err, circuitbreaker.ErrOpen) {
+			t.Fatalf("Execute while open = %v, want ErrOpen", err)
 		}
 	}
-	if _, err := inventory.Acquire(ctx); !errors.Is(err, circuitbreaker.ErrOpen) {
-		t.Fatalf("Acquire while forced open = %v, want ErrOpen", err)
+	if err := inventory.Execute(ctx, func(context.Context) error { return nil }); !errors.Is(err, circuitbreaker.ErrOpen) {
+		t.Fatalf("Execute while forced open = %v, want ErrOpen", err)
 	}
 	clk.Advance(10 * time.Second) // half-open
 	ms = collect(t, reader)
@@ -219,8 +222,11 @@ func TestCatalogueAfterAScriptedScenario(t *testing.T) {
 	const get = "pkg.Svc/Get"
 	// Backoffs wait on the bubble's fake time.
 	synctest.Test(t, func(t *testing.T) {
-		r, err := retry.New(retry.WithName(get), retry.WithObserver(obs), retry.WithClock(resilience.SystemClock()),
-			retry.WithMaxAttempts(3), retry.WithInitialBackoff(100*time.Millisecond), retry.WithJitter(0))
+		r, err := retry.New(retry.WithConfig(retryConf(func(c *retry.Config) {
+			c.MaxAttempts = 3
+			c.InitialBackoff = 100 * time.Millisecond
+			c.Jitter = 0
+		})), retry.WithName(get), retry.WithObserver(obs), retry.WithClock(resilience.SystemClock()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,20 +247,20 @@ func TestCatalogueAfterAScriptedScenario(t *testing.T) {
 	})
 
 	// --- Bulkheads ----------------------------------------------------
-	shop, err := bulkhead.New(bulkhead.WithName("shop"), bulkhead.WithMaxConcurrentCalls(1),
+	shop, err := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })), bulkhead.WithName("shop"),
 		bulkhead.WithClock(clk), bulkhead.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p1, err := shop.Acquire(ctx)
+	p1, err := enter(ctx, shop)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := shop.Acquire(ctx); !errors.Is(err, bulkhead.ErrFull) {
-		t.Fatalf("second Acquire = %v, want ErrFull", err)
+	if _, err := enter(ctx, shop); !errors.Is(err, bulkhead.ErrFull) {
+		t.Fatalf("second Enter = %v, want ErrFull", err)
 	}
 	p1.Release()
-	held, err := shop.Acquire(ctx) // still active at collection time
+	held, err := enter(ctx, shop) // still active at collection time
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,37 +269,39 @@ func TestCatalogueAfterAScriptedScenario(t *testing.T) {
 	// A bulkhead that queues, in a bubble whose time the waits are measured
 	// in.
 	synctest.Test(t, func(t *testing.T) {
-		q, err := bulkhead.New(bulkhead.WithName("queue"), bulkhead.WithMaxConcurrentCalls(1),
-			bulkhead.WithMaxWaitDuration(100*time.Millisecond), bulkhead.WithClock(resilience.SystemClock()),
+		q, err := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) {
+			c.MaxConcurrentCalls = 1
+			c.MaxWaitDuration = 100 * time.Millisecond
+		})), bulkhead.WithName("queue"), bulkhead.WithClock(resilience.SystemClock()),
 			bulkhead.WithObserver(obs))
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := q.Acquire(ctx)
+		p, err := enter(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
 		waited := make(chan error)
 		go func() {
-			p, err := q.Acquire(ctx) // waits 30ms for p
+			p, err := enter(ctx, q) // waits 30ms for p
 			p.Release()
 			waited <- err
 		}()
 		time.Sleep(30 * time.Millisecond)
 		p.Release()
 		if err := <-waited; err != nil {
-			t.Fatalf("waiting Acquire = %v", err)
+			t.Fatalf("waiting Enter = %v", err)
 		}
-		p, err = q.Acquire(ctx)
+		p, err = enter(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
 		go func() {
-			_, err := q.Acquire(ctx) // waits its 100ms in vain
+			_, err := enter(ctx, q) // waits its 100ms in vain
 			waited <- err
 		}()
 		if err := <-waited; !errors.Is(err, bulkhead.ErrFull) {
-			t.Fatalf("Acquire after the wait = %v, want ErrFull", err)
+			t.Fatalf("Enter after the wait = %v, want ErrFull", err)
 		}
 		p.Release()
 	})

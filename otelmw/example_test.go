@@ -55,8 +55,11 @@ func Example() {
 	}
 	defer obs.Close()
 
-	cb, err := circuitbreaker.New(circuitbreaker.WithName("payments"), circuitbreaker.WithObserver(obs),
-		circuitbreaker.WithSlidingWindowSize(2), circuitbreaker.WithMinimumNumberOfCalls(2))
+	cfg := circuitbreaker.DefaultConfig()
+	cfg.SlidingWindowSize = 2
+	cfg.MinimumNumberOfCalls = 2
+	cb, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg), circuitbreaker.WithName("payments"),
+		circuitbreaker.WithObserver(obs))
 	if err != nil {
 		log.Fatal(err)
 	}

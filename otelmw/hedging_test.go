@@ -23,8 +23,10 @@ func TestHedgingAttemptsAndSpanEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs, r := newObserver(t)
 		unavailable := status.Error(codes.Unavailable, "down")
-		h, err := retry.NewHedge(retry.WithHedgeName("pkg.Svc/Get"), retry.WithHedgeMaxAttempts(3),
-			retry.WithHedgingDelay(time.Hour), retry.WithHedgeObserver(obs),
+		h, err := retry.NewHedge(retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+			c.MaxAttempts = 3
+			c.HedgingDelay = time.Hour
+		})), retry.WithHedgeName("pkg.Svc/Get"), retry.WithHedgeObserver(obs),
 			retry.WithNonFatal(func(err error) bool { return errors.Is(err, unavailable) }))
 		if err != nil {
 			t.Fatal(err)

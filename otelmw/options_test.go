@@ -166,7 +166,7 @@ func TestInstancesSharingANameAreSummedAndReleased(t *testing.T) {
 	obs, reader := newObserver(t)
 	var cbs []*circuitbreaker.Breaker
 	for _, mode := range []circuitbreaker.Mode{circuitbreaker.ModeNormal, circuitbreaker.ModeForcedOpen} {
-		cb, err := circuitbreaker.New(circuitbreaker.WithName("payments"), circuitbreaker.WithObserver(obs), circuitbreaker.WithMode(mode))
+		cb, err := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.Mode = mode })), circuitbreaker.WithName("payments"), circuitbreaker.WithObserver(obs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +183,7 @@ func TestInstancesSharingANameAreSummedAndReleased(t *testing.T) {
 
 	var bhs []*bulkhead.Bulkhead
 	for _, n := range []int{3, 4} {
-		bh, err := bulkhead.New(bulkhead.WithName("payments"), bulkhead.WithMaxConcurrentCalls(n), bulkhead.WithObserver(obs))
+		bh, err := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = n })), bulkhead.WithName("payments"), bulkhead.WithObserver(obs))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,8 +16,10 @@ func TestRateLimiterCalls(t *testing.T) {
 	obs, r := newObserver(t)
 	name := attribute.Key("meshless.rate_limiter.name").String("quota")
 	outcome := attribute.Key("meshless.rate_limiter.outcome")
-	l, err := ratelimiter.New(ratelimiter.WithName("quota"), ratelimiter.WithLimitForPeriod(2),
-		ratelimiter.WithLimitRefreshPeriod(time.Hour), ratelimiter.WithObserver(obs))
+	l, err := ratelimiter.New(ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+		c.LimitForPeriod = 2
+		c.LimitRefreshPeriod = time.Hour
+	})), ratelimiter.WithName("quota"), ratelimiter.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +31,7 @@ func TestRateLimiterCalls(t *testing.T) {
 		enc(name, outcome.String("permitted")): 0, enc(name, outcome.String("rejected")): 0,
 	})
 	for range 5 {
-		_, _ = l.Acquire(context.Background())
+		_, _, _ = l.Enter(context.Background())
 	}
 	sameValues(t, "after 5 calls", values(t, collect(t, r)["meshless.rate_limiter.calls"]), map[string]float64{
 		enc(name, outcome.String("permitted")): 2, enc(name, outcome.String("rejected")): 3,

@@ -46,9 +46,8 @@ func TestSpanEvents(t *testing.T) {
 		{
 			name: "breaker rejection",
 			run: func(ctx context.Context) {
-				cb, _ := circuitbreaker.New(circuitbreaker.WithName("payments"), circuitbreaker.WithObserver(obs),
-					circuitbreaker.WithMode(circuitbreaker.ModeForcedOpen))
-				_, _ = cb.Acquire(ctx)
+				cb, _ := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) { c.Mode = circuitbreaker.ModeForcedOpen })), circuitbreaker.WithName("payments"), circuitbreaker.WithObserver(obs))
+				_, _ = enter(ctx, cb)
 			},
 			want: []string{"meshless.rejection " + enc(
 				attribute.String("meshless.rejection.policy", "circuit_breaker"),
@@ -59,10 +58,10 @@ func TestSpanEvents(t *testing.T) {
 		{
 			name: "bulkhead rejection",
 			run: func(ctx context.Context) {
-				b, _ := bulkhead.New(bulkhead.WithName("shop"), bulkhead.WithMaxConcurrentCalls(1), bulkhead.WithObserver(obs))
-				p, _ := b.Acquire(ctx)
+				b, _ := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })), bulkhead.WithName("shop"), bulkhead.WithObserver(obs))
+				p, _ := enter(ctx, b)
 				defer p.Release()
-				_, _ = b.Acquire(ctx)
+				_, _ = enter(ctx, b)
 			},
 			want: []string{"meshless.rejection " + enc(
 				attribute.String("meshless.rejection.policy", "bulkhead"),

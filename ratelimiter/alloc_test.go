@@ -21,31 +21,36 @@ func TestPermittedPathDoesNotAllocate(t *testing.T) {
 	for _, o := range []struct {
 		name string
 		opts []ratelimiter.Option
+		edit func(*ratelimiter.Config)
 	}{
 		{name: "bursty"},
 		{name: "bursty with an observer", opts: []ratelimiter.Option{ratelimiter.WithObserver(nopObserver)}},
-		{name: "bursty with a timeoutDuration", opts: []ratelimiter.Option{ratelimiter.WithTimeoutDuration(time.Second)}},
-		{name: "smooth", opts: []ratelimiter.Option{ratelimiter.WithMode(ratelimiter.Smooth), ratelimiter.WithLimitRefreshPeriod(time.Nanosecond * 1e9)}},
+		{name: "bursty with a timeoutDuration", edit: func(c *ratelimiter.Config) { c.TimeoutDuration = time.Second }},
+		{name: "smooth", edit: func(c *ratelimiter.Config) {
+			c.Mode = ratelimiter.Smooth
+			c.LimitRefreshPeriod = time.Nanosecond * 1e9
+		}},
 	} {
 		t.Run(o.name, func(t *testing.T) {
 			// A limit that the runs never reach; a smooth one of 1e9 a second
 			// (one a nanosecond) that the calls do not outpace.
-			l := mustNew(t, append([]ratelimiter.Option{ratelimiter.WithLimitForPeriod(1_000_000_000)}, o.opts...)...)
+			l := mustNew(t, append([]ratelimiter.Option{ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+				c.LimitForPeriod = 1_000_000_000
+				if o.edit != nil {
+					o.edit(c)
+				}
+			}))}, o.opts...)...)
 			chain := resilience.NewChain(l)
 			for _, tt := range []struct {
 				name string
 				run  func()
 			}{
-				{name: "Acquire and Done", run: func() {
-					p, err := l.Acquire(ctx)
+				{name: "Enter and Exit", run: func() {
+					_, p, err := l.Enter(ctx)
 					if err != nil {
 						t.Fatal(err)
 					}
-					p.Done(nil)
-				}},
-				{name: "Acquire and Release", run: func() {
-					p, _ := l.Acquire(ctx)
-					p.Release()
+					_ = l.Exit(ctx, p, resilience.Result{})
 				}},
 				{name: "Execute", run: func() {
 					if err := l.Execute(ctx, noop); err != nil {
@@ -64,12 +69,19 @@ func TestPermittedPathDoesNotAllocate(t *testing.T) {
 
 func TestImmediateRejectionDoesNotAllocate(t *testing.T) {
 	ctx := context.Background()
-	for _, opts := range [][]ratelimiter.Option{
-		nil,
-		{ratelimiter.WithObserver(nopObserver)},
-		{ratelimiter.WithMode(ratelimiter.Smooth)},
+	for _, o := range []struct {
+		opts []ratelimiter.Option
+		mode ratelimiter.Mode
+	}{
+		{},
+		{opts: []ratelimiter.Option{ratelimiter.WithObserver(nopObserver)}},
+		{mode: ratelimiter.Smooth},
 	} {
-		l := mustNew(t, append(opts, ratelimiter.WithLimitForPeriod(1), ratelimiter.WithLimitRefreshPeriod(time.Hour))...)
+		l := mustNew(t, append(o.opts, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.Mode = o.mode
+			c.LimitForPeriod = 1
+			c.LimitRefreshPeriod = time.Hour
+		})))...)
 		_ = l.Execute(ctx, noop)
 		if n := testing.AllocsPerRun(1000, func() {
 			if err := l.Execute(ctx, noop); !errors.Is(err, ratelimiter.ErrLimited) {

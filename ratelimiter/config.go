@@ -7,11 +7,22 @@ import "time"
 // comparable value: two equal Configs configure equal limiters (package
 // grpcmw maps its YAML onto one, once, and compares them on Reload).
 type Config struct {
-	Name               string
-	LimitForPeriod     int
+	// Name names the limiter, in rejections and for observers. Default "".
+	Name string
+	// LimitForPeriod is how many calls the limiter admits per
+	// LimitRefreshPeriod, at least 1. Default 50.
+	LimitForPeriod int
+	// LimitRefreshPeriod is the period after which the limiter admits
+	// LimitForPeriod calls again, counted from the limiter's creation.
+	// Positive; default 1s.
 	LimitRefreshPeriod time.Duration
-	TimeoutDuration    time.Duration
-	Mode               Mode
+	// TimeoutDuration is how long a call may wait for a permit when the
+	// period's permits are spent; a call whose context has a deadline waits
+	// at most until that deadline. 0 rejects at once. Default 0.
+	TimeoutDuration time.Duration
+	// Mode is how the limiter spreads a period's permits: [Bursty] or
+	// [Smooth]. Default Bursty.
+	Mode Mode
 }
 
 // DefaultConfig returns the defaults of docs/ratelimiter.md: 50 calls per
@@ -20,8 +31,9 @@ func DefaultConfig() Config {
 	return Config{LimitForPeriod: DefaultLimitForPeriod, LimitRefreshPeriod: DefaultLimitRefreshPeriod}
 }
 
-// WithConfig sets every setting of c at once; options after it override
-// single settings.
+// WithConfig sets the limiter's settings, every one of them (the name
+// included: a [WithName] after it renames the limiter). Start c from
+// [DefaultConfig]. Without it a limiter has [DefaultConfig]'s settings.
 func WithConfig(c Config) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.name, cfg.limit, cfg.period, cfg.timeout, cfg.mode = c.Name, c.LimitForPeriod, c.LimitRefreshPeriod, c.TimeoutDuration, c.Mode

@@ -8,12 +8,11 @@
 // timeoutDuration (0, the default, does not wait) and is otherwise refused
 // with a *[LimitedError], which errors.Is [ErrLimited].
 //
-//	rl, err := ratelimiter.New(
-//		ratelimiter.WithName("payments"),
-//		ratelimiter.WithLimitForPeriod(100),
-//		ratelimiter.WithLimitRefreshPeriod(time.Second),
-//		ratelimiter.WithTimeoutDuration(50*time.Millisecond),
-//	)
+//	cfg := ratelimiter.DefaultConfig()
+//	cfg.LimitForPeriod = 100
+//	cfg.LimitRefreshPeriod = time.Second
+//	cfg.TimeoutDuration = 50 * time.Millisecond
+//	rl, err := ratelimiter.New(ratelimiter.WithConfig(cfg), ratelimiter.WithName("payments"))
 //	...
 //	err = rl.Execute(ctx, func(ctx context.Context) error {
 //		return client.Charge(ctx, req)
@@ -22,11 +21,24 @@
 //		// refused locally: the call never left this process
 //	}
 //
+// # Configuration and the one way in
+//
+// A limiter's settings are one [Config], started from [DefaultConfig] and
+// given to [New] with [WithConfig]. The other options set what is not a
+// setting: the name and the observer.
+//
+// [Limiter.Execute] is the way to run a call through a limiter.
+// [Limiter.Apply] is the same call in the shape of a [resilience.Policy], the
+// method through which [resilience.NewChain] composes policies.
+// [Limiter.Enter] and [Limiter.Exit] are the limiter's [resilience.Gate]
+// contract, for meshless's engine (the grpcmw and httpmw interceptors): each
+// attempt spends one permit at Enter, and Exit gives nothing back.
+//
 // # Bursty and smooth
 //
 // A [Bursty] limiter (the default, as Resilience4j) hands out a period's
 // limitForPeriod permits as fast as they are asked for and refreshes them
-// when the next period begins. A [Smooth] limiter ([WithMode]) spaces them
+// when the next period begins. A [Smooth] limiter ([Config.Mode]) spaces them
 // evenly, one every limitRefreshPeriod / limitForPeriod: 100 calls per second
 // are one call every 10 ms, and a second call within the same 10 ms waits or
 // is refused. Both are failsafe-go's rate limiters, used through their permit
@@ -62,16 +74,6 @@
 // grpcmw turns it into RESOURCE_EXHAUSTED with the google.rpc.ErrorInfo
 // reason RATE_LIMITED. Rejecting a call at once does not allocate: every such
 // rejection shares one error, built with the limiter.
-//
-// # Two steps
-//
-// Interceptors and streams cannot wrap the call in a closure.
-// [Limiter.Acquire] returns a [Permit], a value, that the caller ends once
-// when the call is over with [Permit.Done], [Permit.Release] or
-// [Permit.Drop], as with a bulkhead's permit. A rate limit's permit is spent
-// when it is granted, so these give nothing back; they keep every gate of a
-// pipeline alike. [Limiter.Execute] and [Limiter.Apply] (a
-// [resilience.Policy]) do this for you.
 //
 // # Time
 //

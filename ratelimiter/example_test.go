@@ -11,12 +11,13 @@ import (
 )
 
 // A limiter of two calls per hour refuses a third call without running it.
+// Settings go in a Config, started from DefaultConfig; Execute is the way to
+// run a call through the limiter.
 func Example() {
-	rl, err := ratelimiter.New(
-		ratelimiter.WithName("payments"),
-		ratelimiter.WithLimitForPeriod(2),
-		ratelimiter.WithLimitRefreshPeriod(time.Hour),
-	)
+	cfg := ratelimiter.DefaultConfig()
+	cfg.LimitForPeriod = 2
+	cfg.LimitRefreshPeriod = time.Hour
+	rl, err := ratelimiter.New(ratelimiter.WithConfig(cfg), ratelimiter.WithName("payments"))
 	if err != nil {
 		panic(err)
 	}
@@ -37,28 +38,15 @@ func Example() {
 	// ignored
 }
 
-// Interceptors and streams use the two-step form, as with a bulkhead: the
-// permit is a value, ended once when the call is over. A rate limit's
-// permit gives nothing back; it is spent.
-func ExampleLimiter_Acquire() {
-	rl, _ := ratelimiter.New(ratelimiter.WithLimitForPeriod(1), ratelimiter.WithLimitRefreshPeriod(time.Hour))
-	p, err := rl.Acquire(context.Background())
-	fmt.Println("admitted:", err == nil)
-	// ... run the call, keep p with it, and when it ends:
-	p.Done(nil)
-	_, err = rl.Acquire(context.Background())
-	fmt.Println("admitted:", err == nil)
-	// Output:
-	// admitted: true
-	// admitted: false
-}
-
 // A bursty limiter (the default) admits a whole period's calls at once; a
 // smooth one spaces them, one every limitRefreshPeriod / limitForPeriod.
-func ExampleWithMode() {
+func ExampleMode() {
 	for _, mode := range []ratelimiter.Mode{ratelimiter.Bursty, ratelimiter.Smooth} {
-		rl, _ := ratelimiter.New(ratelimiter.WithMode(mode),
-			ratelimiter.WithLimitForPeriod(10), ratelimiter.WithLimitRefreshPeriod(time.Hour))
+		cfg := ratelimiter.DefaultConfig()
+		cfg.Mode = mode
+		cfg.LimitForPeriod = 10
+		cfg.LimitRefreshPeriod = time.Hour
+		rl, _ := ratelimiter.New(ratelimiter.WithConfig(cfg))
 		admitted := 0
 		for range 20 {
 			if rl.Execute(context.Background(), func(context.Context) error { return nil }) == nil {
@@ -75,17 +63,17 @@ func ExampleWithMode() {
 // A caller whose context has ended gets a rejection that also carries its
 // context's error, when it would have had to wait.
 func ExampleLimitedError() {
-	rl, _ := ratelimiter.New(
-		ratelimiter.WithName("search"),
-		ratelimiter.WithLimitForPeriod(1),
-		ratelimiter.WithLimitRefreshPeriod(time.Hour),
-		ratelimiter.WithTimeoutDuration(time.Hour),
-	)
-	_, _ = rl.Acquire(context.Background())
+	cfg := ratelimiter.DefaultConfig()
+	cfg.LimitForPeriod = 1
+	cfg.LimitRefreshPeriod = time.Hour
+	cfg.TimeoutDuration = time.Hour
+	rl, _ := ratelimiter.New(ratelimiter.WithConfig(cfg), ratelimiter.WithName("search"))
+	call := func(context.Context) error { return nil }
+	_ = rl.Execute(context.Background(), call)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the caller is gone
-	_, err := rl.Acquire(ctx)
+	err := rl.Execute(ctx, call)
 	var limited *ratelimiter.LimitedError
 	fmt.Println(errors.As(err, &limited), limited.Cause)
 	fmt.Println(errors.Is(err, ratelimiter.ErrLimited), errors.Is(err, context.Canceled))
@@ -96,10 +84,10 @@ func ExampleLimitedError() {
 
 // Invalid options are errors that name their configuration key.
 func ExampleNew_invalid() {
-	_, err := ratelimiter.New(
-		ratelimiter.WithLimitForPeriod(0),
-		ratelimiter.WithTimeoutDuration(-time.Second),
-	)
+	cfg := ratelimiter.DefaultConfig()
+	cfg.LimitForPeriod = 0
+	cfg.TimeoutDuration = -time.Second
+	_, err := ratelimiter.New(ratelimiter.WithConfig(cfg))
 	fmt.Println(err)
 	// Output:
 	// ratelimiter: limitForPeriod: must be at least 1, got 0

@@ -26,7 +26,7 @@ func mustNew(t testing.TB, opts ...ratelimiter.Option) *ratelimiter.Limiter {
 	return l
 }
 
-// admitAll calls Acquire until it is refused and returns how many calls it
+// admitAll calls Enter until it is refused and returns how many calls it
 // admitted at once. Its calls have a deadline of one nanosecond from now, so
 // that a limiter with a timeoutDuration refuses them rather than make them
 // wait; run it in a synctest bubble, where that deadline does not pass.
@@ -36,14 +36,13 @@ func admitAll(t testing.TB, l *ratelimiter.Limiter) int {
 	defer cancel()
 	n := 0
 	for {
-		p, err := l.Acquire(ctx)
+		_, _, err := l.Enter(ctx)
 		if err != nil {
 			if !errors.Is(err, ratelimiter.ErrLimited) {
-				t.Fatalf("Acquire: %v, want ErrLimited", err)
+				t.Fatalf("Enter: %v, want ErrLimited", err)
 			}
 			return n
 		}
-		p.Done(nil)
 		n++
 		if n > 1_000_000 {
 			t.Fatal("never refused")

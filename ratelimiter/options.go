@@ -79,8 +79,8 @@ func (c *config) validate() error {
 	return errs.Err()
 }
 
-// Option configures a [Limiter]. Each option is named after the
-// configuration key it sets (see docs/ratelimiter.md).
+// Option configures a [Limiter]: its settings ([WithConfig]) and what is
+// not a setting (its name and observer).
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -89,29 +89,6 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // WithName names the limiter, in rejections and for observers. Default "".
 func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
-
-// WithLimitForPeriod sets limitForPeriod: how many calls the limiter admits
-// per limitRefreshPeriod. It must be at least 1. Default 50.
-func WithLimitForPeriod(n int) Option { return optionFunc(func(c *config) { c.limit = n }) }
-
-// WithLimitRefreshPeriod sets limitRefreshPeriod: the period after which the
-// limiter admits limitForPeriod calls again. Periods are counted from the
-// limiter's creation. It must be positive. Default 1s.
-func WithLimitRefreshPeriod(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.period = d })
-}
-
-// WithTimeoutDuration sets timeoutDuration: how long a call may wait for a
-// permit when the period's permits are spent. 0 rejects at once. A call
-// whose context has a deadline waits at most until that deadline (see
-// [Limiter.Acquire]). Default 0.
-func WithTimeoutDuration(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.timeout = d })
-}
-
-// WithMode sets how the limiter spreads a period's permits: [Bursty] or
-// [Smooth]. Default Bursty.
-func WithMode(m Mode) Option { return optionFunc(func(c *config) { c.mode = m }) }
 
 // WithObserver sets the observer that receives the limiter's events: a
 // [resilience.EventAcquired] for each admitted call (Duration: its wait for

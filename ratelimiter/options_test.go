@@ -11,20 +11,23 @@ import (
 )
 
 func TestInvalidOptionsAreErrorsThatNameThem(t *testing.T) {
-	smooth := ratelimiter.WithMode(ratelimiter.Smooth)
 	tests := []struct {
 		name   string
 		opts   []ratelimiter.Option
 		option string
 		msg    string
 	}{
-		{name: "limit zero", opts: []ratelimiter.Option{ratelimiter.WithLimitForPeriod(0)}, option: "limitForPeriod", msg: "limitForPeriod: must be at least 1, got 0"},
-		{name: "limit negative", opts: []ratelimiter.Option{ratelimiter.WithLimitForPeriod(-3)}, option: "limitForPeriod", msg: "got -3"},
-		{name: "period zero", opts: []ratelimiter.Option{ratelimiter.WithLimitRefreshPeriod(0)}, option: "limitRefreshPeriod", msg: "limitRefreshPeriod: must be positive, got 0s"},
-		{name: "period negative", opts: []ratelimiter.Option{ratelimiter.WithLimitRefreshPeriod(-time.Second)}, option: "limitRefreshPeriod", msg: "got -1s"},
-		{name: "timeout negative", opts: []ratelimiter.Option{ratelimiter.WithTimeoutDuration(-time.Millisecond)}, option: "timeoutDuration", msg: "timeoutDuration: must not be negative (0 rejects at once when the limit is reached), got -1ms"},
-		{name: "smooth period shorter than a nanosecond a permit", opts: []ratelimiter.Option{smooth, ratelimiter.WithLimitForPeriod(10), ratelimiter.WithLimitRefreshPeriod(5)}, option: "limitRefreshPeriod", msg: "must be at least limitForPeriod (10) nanoseconds for a smooth limiter, one nanosecond a permit, got 5ns"},
-		{name: "unknown mode", opts: []ratelimiter.Option{ratelimiter.WithMode(7)}, option: "mode", msg: "mode: must be bursty or smooth, got Mode(7)"},
+		{name: "limit zero", opts: []ratelimiter.Option{ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) { c.LimitForPeriod = 0 }))}, option: "limitForPeriod", msg: "limitForPeriod: must be at least 1, got 0"},
+		{name: "limit negative", opts: []ratelimiter.Option{ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) { c.LimitForPeriod = -3 }))}, option: "limitForPeriod", msg: "got -3"},
+		{name: "period zero", opts: []ratelimiter.Option{ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) { c.LimitRefreshPeriod = 0 }))}, option: "limitRefreshPeriod", msg: "limitRefreshPeriod: must be positive, got 0s"},
+		{name: "period negative", opts: []ratelimiter.Option{ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) { c.LimitRefreshPeriod = -time.Second }))}, option: "limitRefreshPeriod", msg: "got -1s"},
+		{name: "timeout negative", opts: []ratelimiter.Option{ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) { c.TimeoutDuration = -time.Millisecond }))}, option: "timeoutDuration", msg: "timeoutDuration: must not be negative (0 rejects at once when the limit is reached), got -1ms"},
+		{name: "smooth period shorter than a nanosecond a permit", opts: []ratelimiter.Option{ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.Mode = ratelimiter.Smooth
+			c.LimitForPeriod = 10
+			c.LimitRefreshPeriod = 5
+		}))}, option: "limitRefreshPeriod", msg: "must be at least limitForPeriod (10) nanoseconds for a smooth limiter, one nanosecond a permit, got 5ns"},
+		{name: "unknown mode", opts: []ratelimiter.Option{ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) { c.Mode = 7 }))}, option: "mode", msg: "mode: must be bursty or smooth, got Mode(7)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,10 +51,12 @@ func TestInvalidOptionsAreErrorsThatNameThem(t *testing.T) {
 
 func TestAllInvalidOptionsAreReportedTogether(t *testing.T) {
 	_, err := ratelimiter.New(
-		ratelimiter.WithLimitForPeriod(0),
-		ratelimiter.WithLimitRefreshPeriod(-1),
-		ratelimiter.WithTimeoutDuration(-1),
-		ratelimiter.WithMode(9),
+		ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.LimitForPeriod = 0
+			c.LimitRefreshPeriod = -1
+			c.TimeoutDuration = -1
+			c.Mode = 9
+		})),
 	)
 	for _, key := range []string{"limitForPeriod", "limitRefreshPeriod", "timeoutDuration", "mode"} {
 		if !strings.Contains(err.Error(), key+":") {
@@ -62,9 +67,16 @@ func TestAllInvalidOptionsAreReportedTogether(t *testing.T) {
 
 func TestValidEdgeOptions(t *testing.T) {
 	for _, opts := range [][]ratelimiter.Option{
-		{ratelimiter.WithLimitForPeriod(1), ratelimiter.WithLimitRefreshPeriod(time.Nanosecond)},
-		{ratelimiter.WithMode(ratelimiter.Smooth), ratelimiter.WithLimitForPeriod(10), ratelimiter.WithLimitRefreshPeriod(10)},
-		{ratelimiter.WithTimeoutDuration(0), nil},
+		{ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.LimitForPeriod = 1
+			c.LimitRefreshPeriod = time.Nanosecond
+		}))},
+		{ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.Mode = ratelimiter.Smooth
+			c.LimitForPeriod = 10
+			c.LimitRefreshPeriod = 10
+		}))},
+		{ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) { c.TimeoutDuration = 0 })), nil},
 	} {
 		mustNew(t, opts...)
 	}

@@ -8,31 +8,34 @@ import (
 
 var _ resilience.Policy = (*Limiter)(nil)
 
-// Execute runs fn if the limiter admits it. When the limiter refuses the
-// call, fn does not run and Execute returns the rejection (errors.Is(err,
+// Execute runs fn if the limiter admits it. When the period's permits are
+// spent, a limiter with a timeoutDuration waits for the first permit that
+// comes free within it (and before ctx's deadline), first come, first served;
+// a call for which none comes free in time is rejected at once. When the
+// limiter refuses the call, fn does not run and Execute returns the rejection (errors.Is(err,
 // [ErrLimited])). Otherwise it returns fn's error unchanged. The permit is
 // spent whatever fn does, panics included. On the permitted path Execute
 // allocates nothing.
 func (l *Limiter) Execute(ctx context.Context, fn func(context.Context) error) error {
-	p, err := l.Acquire(ctx)
-	if err != nil {
+	if err := l.acquire(ctx); err != nil {
 		return err
 	}
-	err = fn(ctx)
-	p.Done(err)
-	return err
+	return fn(ctx)
 }
 
-// Apply is [Limiter.Execute] as a [resilience.Policy], for chains.
+// Apply is [Limiter.Execute] in the shape of [resilience.Policy], the method
+// through which [resilience.NewChain] composes policies; it is not a second
+// way in: call Execute, or put the limiter in a chain.
 func (l *Limiter) Apply(ctx context.Context, next resilience.Next) error {
 	return l.Execute(ctx, next.Run)
 }
 
-// Enter is [Limiter.Acquire] as a [resilience.Gate], for pipelines: each
-// attempt spends one permit.
+// Enter is the first step of the [resilience.Gate] contract, for meshless's
+// engine, which runs a call's gates in order around each attempt: it spends
+// one permit or rejects the attempt, as [Limiter.Execute] does, waiting as
+// Execute waits. Users run calls with [Limiter.Execute].
 func (l *Limiter) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
-	_, err := l.Acquire(ctx)
-	return ctx, resilience.Permit{}, err
+	return ctx, resilience.Permit{}, l.acquire(ctx)
 }
 
 // Exit does nothing: a spent permit is not given back.

@@ -72,29 +72,11 @@ func (l *Limiter) TimeoutDuration() time.Duration { return l.cfg.timeout }
 // Mode returns how the limiter spreads a period's permits.
 func (l *Limiter) Mode() Mode { return l.cfg.mode }
 
-// Permit is a rate limiter's admission of one call. A rate limit's permit
-// is spent when it is granted and nothing goes back when the call ends, but
-// the Permit keeps the two-step shape of the other gates (a bulkhead's
-// permit, a breaker's): end it once with [Permit.Done], [Permit.Release] or
-// [Permit.Drop], so that a pipeline treats every gate alike. Each is a
-// no-op, as is the zero Permit.
-type Permit struct{}
-
-// Done ends the admitted call with its error. It gives nothing back: the
-// call spent its permit.
-func (Permit) Done(error) {}
-
-// Release ends the admitted call. It gives nothing back.
-func (Permit) Release() {}
-
-// Drop ends an admitted call that ended early. It gives nothing back.
-func (Permit) Drop() {}
-
-// Acquire asks the limiter to admit one call. It returns a [Permit], or a
+// acquire asks the limiter to admit one call. It returns nil, or a
 // *[LimitedError] (errors.Is [ErrLimited]) when the period's permits are
 // spent and none would come free in time.
 //
-// When a permit is free, Acquire takes it at once and does not look at ctx.
+// When a permit is free, acquire takes it at once and does not look at ctx.
 // When none is, a limiter with a timeoutDuration reserves the first permit
 // that comes free within timeoutDuration — and, when ctx has a deadline,
 // before that deadline — and waits for it; a call for which no permit comes
@@ -110,26 +92,26 @@ func (Permit) Drop() {}
 // [resilience.Rejection]. A call that stops waiting has spent its reserved
 // permit all the same (failsafe-go cannot take a reservation back).
 //
-// Acquire allocates nothing when it admits a call at once or rejects it at
+// acquire allocates nothing when it admits a call at once or rejects it at
 // once; a call that waits allocates its timer.
-func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
+func (l *Limiter) acquire(ctx context.Context) error {
 	if l.sh != nil {
 		if l.sh.tryAcquire() {
 			if l.rec != nil {
 				l.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventAcquired})
 			}
-			return Permit{}, nil
+			return nil
 		}
-		return Permit{}, l.reject(ctx, l.limited, 0)
+		return l.reject(ctx, l.limited, 0)
 	}
 	if l.rl.TryAcquirePermit() {
 		if l.rec != nil {
 			l.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventAcquired})
 		}
-		return Permit{}, nil
+		return nil
 	}
 	if l.cfg.timeout == 0 || resilience.Observing(ctx) {
-		return Permit{}, l.reject(ctx, l.limited, 0)
+		return l.reject(ctx, l.limited, 0)
 	}
 	return l.acquireWaiting(ctx)
 }
@@ -137,10 +119,10 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 // acquireWaiting reserves a permit that comes free within timeoutDuration
 // (and before ctx's deadline) with failsafe-go's TryReservePermit, and waits
 // for it.
-func (l *Limiter) acquireWaiting(ctx context.Context) (Permit, error) {
+func (l *Limiter) acquireWaiting(ctx context.Context) error {
 	ctx = orBackground(ctx)
 	if err := ctx.Err(); err != nil {
-		return Permit{}, l.reject(ctx, l.withCause(err), 0)
+		return l.reject(ctx, l.withCause(err), 0)
 	}
 	maxWait := l.cfg.timeout
 	start := time.Now()
@@ -151,15 +133,17 @@ func (l *Limiter) acquireWaiting(ctx context.Context) (Permit, error) {
 	wait := l.rl.TryReservePermit(maxWait)
 	switch {
 	case wait < 0:
-		return Permit{}, l.reject(ctx, l.limited, 0)
+		return l.reject(ctx, l.limited, 0)
 	case wait == 0:
-		return l.admit(ctx, 0), nil
+		l.admit(ctx, 0)
+		return nil
 	}
 	timer := time.NewTimer(wait)
 	select {
 	case <-timer.C:
 		l.refresh()
-		return l.admit(ctx, wait), nil
+		l.admit(ctx, wait)
+		return nil
 	case <-ctx.Done():
 		timer.Stop()
 		waited := time.Since(start)
@@ -167,7 +151,7 @@ func (l *Limiter) acquireWaiting(ctx context.Context) (Permit, error) {
 			// The permit's period must still be seen to begin; see refresh.
 			time.AfterFunc(wait-waited, l.refresh)
 		}
-		return Permit{}, l.reject(ctx, l.withCause(ctx.Err()), waited)
+		return l.reject(ctx, l.withCause(ctx.Err()), waited)
 	}
 }
 
@@ -185,11 +169,10 @@ func (l *Limiter) refresh() {
 	}
 }
 
-func (l *Limiter) admit(ctx context.Context, waited time.Duration) Permit {
+func (l *Limiter) admit(ctx context.Context, waited time.Duration) {
 	if l.rec != nil {
 		l.rec.Record(ctx, resilience.Event{Type: resilience.EventAcquired, Duration: waited})
 	}
-	return Permit{}
 }
 
 func (l *Limiter) withCause(err error) *LimitedError {

@@ -18,7 +18,10 @@ import (
 
 func TestBurstyAdmitsTheLimitEachPeriod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, ratelimiter.WithLimitForPeriod(5), ratelimiter.WithLimitRefreshPeriod(time.Second))
+		l := mustNew(t, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.LimitForPeriod = 5
+			c.LimitRefreshPeriod = time.Second
+		})))
 		start := time.Now()
 		for period := range 4 {
 			if got := admitAll(t, l); got != 5 {
@@ -36,7 +39,10 @@ func TestBurstyAdmitsTheLimitEachPeriod(t *testing.T) {
 
 func TestBurstyUnusedPermitsDoNotCarryOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, ratelimiter.WithLimitForPeriod(3), ratelimiter.WithLimitRefreshPeriod(time.Second))
+		l := mustNew(t, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.LimitForPeriod = 3
+			c.LimitRefreshPeriod = time.Second
+		})))
 		time.Sleep(10 * time.Second) // ten idle periods
 		if got := admitAll(t, l); got != 3 {
 			t.Fatalf("%d calls admitted after idle periods, want 3", got)
@@ -59,10 +65,13 @@ func TestBurstyPermitsLentToWaitersArePaidBackOnce(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				l := mustNew(t, ratelimiter.WithLimitForPeriod(5), ratelimiter.WithLimitRefreshPeriod(time.Second),
-					ratelimiter.WithTimeoutDuration(2*time.Second))
+				l := mustNew(t, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+					c.LimitForPeriod = 5
+					c.LimitRefreshPeriod = time.Second
+					c.TimeoutDuration = 2 * time.Second
+				})))
 				for range 5 {
-					if _, err := l.Acquire(t.Context()); err != nil {
+					if _, _, err := l.Enter(t.Context()); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -70,7 +79,7 @@ func TestBurstyPermitsLentToWaitersArePaidBackOnce(t *testing.T) {
 				defer cancel()
 				done := make(chan error, 2)
 				for range 2 {
-					go func() { _, err := l.Acquire(ctx); done <- err }()
+					go func() { _, _, err := l.Enter(ctx); done <- err }()
 				}
 				synctest.Wait() // both wait for a permit of the second period
 				if tt.cancel {
@@ -93,8 +102,11 @@ func TestBurstyPermitsLentToWaitersArePaidBackOnce(t *testing.T) {
 
 func TestSmoothSpacesThePermits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, ratelimiter.WithMode(ratelimiter.Smooth),
-			ratelimiter.WithLimitForPeriod(10), ratelimiter.WithLimitRefreshPeriod(time.Second))
+		l := mustNew(t, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.Mode = ratelimiter.Smooth
+			c.LimitForPeriod = 10
+			c.LimitRefreshPeriod = time.Second
+		})))
 		if got := admitAll(t, l); got != 1 {
 			t.Fatalf("%d calls admitted at once, want 1 (one per 100ms)", got)
 		}
@@ -127,7 +139,10 @@ func TestBurstyAndSmoothDifferOnABurst(t *testing.T) {
 			{mode: ratelimiter.Bursty, want: 10},
 			{mode: ratelimiter.Smooth, want: 1},
 		} {
-			l := mustNew(t, ratelimiter.WithMode(tt.mode), ratelimiter.WithLimitForPeriod(10))
+			l := mustNew(t, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+				c.Mode = tt.mode
+				c.LimitForPeriod = 10
+			})))
 			if got := admitAll(t, l); got != tt.want {
 				t.Errorf("%v: a burst of calls admitted %d, want %d", tt.mode, got, tt.want)
 			}
@@ -148,11 +163,14 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestRejectionIsASharedLimitedError(t *testing.T) {
-	l := mustNew(t, ratelimiter.WithName("payments"), ratelimiter.WithLimitForPeriod(1), ratelimiter.WithLimitRefreshPeriod(time.Hour))
-	if _, err := l.Acquire(t.Context()); err != nil {
+	l := mustNew(t, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+		c.LimitForPeriod = 1
+		c.LimitRefreshPeriod = time.Hour
+	})), ratelimiter.WithName("payments"))
+	if _, _, err := l.Enter(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	_, err1 := l.Acquire(t.Context())
+	_, _, err1 := l.Enter(t.Context())
 	err2 := l.Execute(t.Context(), func(context.Context) error { t.Fatal("fn ran"); return nil })
 	var le *ratelimiter.LimitedError
 	if !errors.As(err1, &le) || err1 != err2 {
@@ -192,8 +210,10 @@ func TestExecuteReturnsTheCallsError(t *testing.T) {
 
 func TestObserverSeesPermittedAndRejectedCalls(t *testing.T) {
 	obs := new(resiliencetest.Observer)
-	l := mustNew(t, ratelimiter.WithName("search"), ratelimiter.WithLimitForPeriod(2),
-		ratelimiter.WithLimitRefreshPeriod(time.Hour), ratelimiter.WithObserver(obs))
+	l := mustNew(t, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+		c.LimitForPeriod = 2
+		c.LimitRefreshPeriod = time.Hour
+	})), ratelimiter.WithName("search"), ratelimiter.WithObserver(obs))
 	src := obs.Sources()
 	if len(src) != 1 || src[0].Name != "search" || src[0].Kind != resilience.KindRateLimiter {
 		t.Fatalf("sources %+v, want one named search", src)

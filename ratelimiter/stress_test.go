@@ -16,7 +16,7 @@ import (
 // TestNeverMoreThanTheLimitPerPeriod sends 64 goroutines through a limiter
 // for 20 periods, in a synctest bubble: the goroutines run in parallel (so
 // -race sees them), while time is fake, so each admission is counted in the
-// period in which Acquire returned. Some calls wait, some of the waiters give
+// period in which Enter returned. Some calls wait, some of the waiters give
 // up, and the goroutines pause at random between calls. No period may admit
 // more than limitForPeriod calls (a smooth limiter: no interval more than
 // one).
@@ -38,8 +38,12 @@ func TestNeverMoreThanTheLimitPerPeriod(t *testing.T) {
 	} {
 		t.Run(tt.mode.String()+"/timeout="+tt.timeout.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				l := mustNew(t, ratelimiter.WithMode(tt.mode), ratelimiter.WithLimitForPeriod(limit),
-					ratelimiter.WithLimitRefreshPeriod(period), ratelimiter.WithTimeoutDuration(tt.timeout))
+				l := mustNew(t, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+					c.Mode = tt.mode
+					c.LimitForPeriod = limit
+					c.LimitRefreshPeriod = period
+					c.TimeoutDuration = tt.timeout
+				})))
 				start := time.Now()
 				unit := period // the span that may admit limit calls
 				max := limit
@@ -60,7 +64,7 @@ func TestNeverMoreThanTheLimitPerPeriod(t *testing.T) {
 							if rnd.IntN(4) == 0 {
 								time.AfterFunc(time.Duration(rnd.IntN(int(period))), cancel)
 							}
-							_, err := l.Acquire(ctx)
+							_, _, err := l.Enter(ctx)
 							cancel()
 							switch {
 							case err == nil:
@@ -71,7 +75,7 @@ func TestNeverMoreThanTheLimitPerPeriod(t *testing.T) {
 							case errors.Is(err, ratelimiter.ErrLimited):
 								rejected.Add(1)
 							default:
-								t.Errorf("Acquire: %v", err)
+								t.Errorf("Enter: %v", err)
 							}
 							time.Sleep(time.Duration(rnd.IntN(int(period / 5))))
 						}
@@ -113,7 +117,10 @@ func TestNeverMoreThanTheLimitInRealTime(t *testing.T) {
 		period = 20 * time.Millisecond
 	)
 	created := time.Now() // at or before failsafe-go's own start: periods count from there
-	l := mustNew(t, ratelimiter.WithLimitForPeriod(limit), ratelimiter.WithLimitRefreshPeriod(period))
+	l := mustNew(t, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+		c.LimitForPeriod = limit
+		c.LimitRefreshPeriod = period
+	})))
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	stop := created.Add(10 * period)

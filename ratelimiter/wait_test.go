@@ -17,10 +17,12 @@ import (
 // and the observer that sees its events.
 func newWaiting(t *testing.T, timeout time.Duration) (*ratelimiter.Limiter, *resiliencetest.Observer) {
 	obs := new(resiliencetest.Observer)
-	l := mustNew(t, ratelimiter.WithName("w"), ratelimiter.WithLimitForPeriod(1),
-		ratelimiter.WithLimitRefreshPeriod(100*time.Millisecond),
-		ratelimiter.WithTimeoutDuration(timeout), ratelimiter.WithObserver(obs))
-	if _, err := l.Acquire(t.Context()); err != nil {
+	l := mustNew(t, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+		c.LimitForPeriod = 1
+		c.LimitRefreshPeriod = 100 * time.Millisecond
+		c.TimeoutDuration = timeout
+	})), ratelimiter.WithName("w"), ratelimiter.WithObserver(obs))
+	if _, _, err := l.Enter(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	return l, obs
@@ -31,11 +33,10 @@ func TestWaiterIsAdmittedWhenTheNextPeriodBeginsInTime(t *testing.T) {
 		l, obs := newWaiting(t, 200*time.Millisecond)
 		time.Sleep(30 * time.Millisecond)
 		start := time.Now()
-		p, err := l.Acquire(t.Context())
+		_, _, err := l.Enter(t.Context())
 		if err != nil {
-			t.Fatalf("Acquire: %v, want a permit at the next period", err)
+			t.Fatalf("Enter: %v, want a permit at the next period", err)
 		}
-		p.Done(nil)
 		if waited := time.Since(start); waited != 70*time.Millisecond {
 			t.Fatalf("admitted after %v, want 70ms (the next period)", waited)
 		}
@@ -50,9 +51,9 @@ func TestWaiterIsRejectedAtOnceWhenNoPermitComesInTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l, obs := newWaiting(t, 50*time.Millisecond)
 		start := time.Now()
-		_, err := l.Acquire(t.Context())
+		_, _, err := l.Enter(t.Context())
 		if time.Since(start) != 0 {
-			t.Fatalf("Acquire waited %v before refusing, want 0", time.Since(start))
+			t.Fatalf("Enter waited %v before refusing, want 0", time.Since(start))
 		}
 		var le *ratelimiter.LimitedError
 		if !errors.As(err, &le) || le.Cause != nil {
@@ -81,7 +82,7 @@ func TestWaitersAreServedInOrderWithinTimeoutDuration(t *testing.T) {
 		results := make(chan result, 4)
 		for i := range 4 {
 			go func() {
-				_, err := l.Acquire(t.Context())
+				_, _, err := l.Enter(t.Context())
 				results <- result{i, err, time.Since(start)}
 			}()
 			synctest.Wait() // goroutine i has reserved (or been refused) before i+1 asks
@@ -128,9 +129,9 @@ func TestWaiterWhoseContextEndsReturnsAtOnce(t *testing.T) {
 				ctx, cancel := tt.ctx(t.Context())
 				defer cancel()
 				start := time.Now()
-				_, err := l.Acquire(ctx)
+				_, _, err := l.Enter(ctx)
 				if waited := time.Since(start); waited != 30*time.Millisecond {
-					t.Fatalf("Acquire returned after %v, want 30ms, when the context ended", waited)
+					t.Fatalf("Enter returned after %v, want 30ms, when the context ended", waited)
 				}
 				var le *ratelimiter.LimitedError
 				if !errors.As(err, &le) || !errors.Is(err, tt.want) || !errors.Is(err, ratelimiter.ErrLimited) ||
@@ -156,7 +157,7 @@ func TestCallWhoseDeadlineComesBeforeThePermitIsRefusedAtOnce(t *testing.T) {
 		l, _ := newWaiting(t, time.Second)
 		for _, d := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond} {
 			ctx, cancel := context.WithTimeout(t.Context(), d)
-			_, err := l.Acquire(ctx)
+			_, _, err := l.Enter(ctx)
 			cancel()
 			var le *ratelimiter.LimitedError
 			if !errors.As(err, &le) || le.Cause != nil {
@@ -166,7 +167,7 @@ func TestCallWhoseDeadlineComesBeforeThePermitIsRefusedAtOnce(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 101*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		if _, err := l.Acquire(ctx); err != nil || time.Since(start) != 100*time.Millisecond {
+		if _, _, err := l.Enter(ctx); err != nil || time.Since(start) != 100*time.Millisecond {
 			t.Fatalf("deadline in 101ms: %v after %v, want admitted at 100ms", err, time.Since(start))
 		}
 	})
@@ -177,13 +178,13 @@ func TestCallWhoseContextHasEndedIsRefusedWithoutWaiting(t *testing.T) {
 		l, _ := newWaiting(t, time.Second)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		_, err := l.Acquire(ctx)
+		_, _, err := l.Enter(ctx)
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, ratelimiter.ErrLimited) {
 			t.Fatalf("err = %v", err)
 		}
 		// A free permit is taken whatever the context.
 		time.Sleep(100 * time.Millisecond)
-		if _, err := l.Acquire(ctx); err != nil {
+		if _, _, err := l.Enter(ctx); err != nil {
 			t.Fatalf("free permit with an ended context: %v", err)
 		}
 	})
@@ -191,15 +192,18 @@ func TestCallWhoseContextHasEndedIsRefusedWithoutWaiting(t *testing.T) {
 
 func TestSmoothWaitersAreSpacedByTheInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := mustNew(t, ratelimiter.WithMode(ratelimiter.Smooth), ratelimiter.WithLimitForPeriod(10),
-			ratelimiter.WithTimeoutDuration(250*time.Millisecond))
+		l := mustNew(t, ratelimiter.WithConfig(limiterConf(func(c *ratelimiter.Config) {
+			c.Mode = ratelimiter.Smooth
+			c.LimitForPeriod = 10
+			c.TimeoutDuration = 250 * time.Millisecond
+		})))
 		start := time.Now()
 		waited := make([]time.Duration, 5)
 		errs := make([]error, 5)
 		done := make(chan struct{})
 		for i := range 5 {
 			go func() {
-				_, errs[i] = l.Acquire(t.Context())
+				_, _, errs[i] = l.Enter(t.Context())
 				waited[i] = time.Since(start)
 				done <- struct{}{}
 			}()

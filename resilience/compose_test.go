@@ -22,17 +22,21 @@ import (
 func defaultOrder(t *testing.T, obs resilience.Observer) (resilience.Chain, *circuitbreaker.Breaker, *bulkhead.Bulkhead) {
 	t.Helper()
 	overall, err1 := timeout.New(10*time.Second, timeout.WithScope(timeout.Overall), timeout.WithObserver(obs))
-	rt, err2 := retry.New(retry.WithMaxAttempts(3), retry.WithJitter(0), retry.WithClock(resilience.SystemClock()), retry.WithObserver(obs))
+	rt, err2 := retry.New(retry.WithConfig(retryConf(func(c *retry.Config) {
+		c.MaxAttempts = 3
+		c.Jitter = 0
+	})), retry.WithClock(resilience.SystemClock()), retry.WithObserver(obs))
 	cb, err3 := circuitbreaker.New(
-		circuitbreaker.WithName("dep"),
+		circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+			c.SlidingWindowSize = 4
+			c.MinimumNumberOfCalls = 4
+			c.WaitDurationInOpenState = 30 * time.Second
+			c.PermittedNumberOfCallsInHalfOpenState = 1
+		})), circuitbreaker.WithName("dep"),
 		circuitbreaker.WithClock(resilience.SystemClock()),
-		circuitbreaker.WithSlidingWindowSize(4),
-		circuitbreaker.WithMinimumNumberOfCalls(4),
-		circuitbreaker.WithWaitDurationInOpenState(30*time.Second),
-		circuitbreaker.WithPermittedNumberOfCallsInHalfOpenState(1),
 		circuitbreaker.WithObserver(obs),
 	)
-	bh, err4 := bulkhead.New(bulkhead.WithName("dep"), bulkhead.WithMaxConcurrentCalls(10), bulkhead.WithClock(resilience.SystemClock()), bulkhead.WithObserver(obs))
+	bh, err4 := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 10 })), bulkhead.WithName("dep"), bulkhead.WithClock(resilience.SystemClock()), bulkhead.WithObserver(obs))
 	perAttempt, err5 := timeout.New(time.Second, timeout.WithObserver(obs))
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		t.Fatal(err)
@@ -155,8 +159,11 @@ func TestDefaultOrderEventSequence(t *testing.T) {
 // TestBulkheadRejectionDoesNotCountInTheBreakerAndIsNotRetried: a full
 // bulkhead is a local event.
 func TestBulkheadRejectionDoesNotCountInTheBreakerAndIsNotRetried(t *testing.T) {
-	cb, _ := circuitbreaker.New(circuitbreaker.WithSlidingWindowSize(2), circuitbreaker.WithMinimumNumberOfCalls(1))
-	bh, _ := bulkhead.New(bulkhead.WithMaxConcurrentCalls(1))
+	cb, _ := circuitbreaker.New(circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+		c.SlidingWindowSize = 2
+		c.MinimumNumberOfCalls = 1
+	})))
+	bh, _ := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })))
 	rt, _ := retry.New(retry.WithRetryable(func(error) bool { return true }))
 	chain := resilience.NewChain(rt, cb, bh)
 	hold := make(chan struct{})

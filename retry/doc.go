@@ -1,13 +1,26 @@
 // Package retry retries failed calls the way gRPC does (gRFC A6), without
 // turning an outage into a retry storm.
 //
+//	cfg := retry.DefaultConfig()
+//	cfg.MaxAttempts = 3 // the first call included
+//	cfg.InitialBackoff = 100 * time.Millisecond
 //	r, err := retry.New(
-//		retry.WithMaxAttempts(3), // the first call included
-//		retry.WithInitialBackoff(100*time.Millisecond),
+//		retry.WithConfig(cfg),
 //		retry.WithRetryable(func(err error) bool { return status.Code(err) == codes.Unavailable }),
 //	)
 //	...
 //	err = r.Execute(ctx, func(ctx context.Context) error { return client.Get(ctx, req) })
+//
+// A policy's settings are one [Config], started from [DefaultConfig] and
+// given to [New] with [WithConfig]; a hedging policy's are one [HedgeConfig]
+// given to [NewHedge] with [WithHedgeConfig]. The other options set what is
+// not a setting: the name, the predicates, the throttle, the clock, the
+// observer. [Retry.Execute] and [Hedge.Execute] are the ways to run a call
+// ([Hedge.Run] when each copy needs its own result); [Retry.Apply] and
+// [Hedge.Apply] are the same calls in the shape of a [resilience.Policy], the
+// method through which [resilience.NewChain] composes policies.
+// [Retry.Begin] and [Retry.BeginWithDeadline] drive the attempts one step at a
+// time, for meshless's engine, whose attempts are interceptors' calls.
 //
 // The rules, in the order they are checked after a failed attempt (gRFC
 // A6's order):

@@ -12,7 +12,8 @@ import (
 )
 
 // A call that fails twice with a retryable error, then succeeds. The fake
-// clock's timers stand for the backoffs.
+// clock's timers stand for the backoffs. Settings go in a Config, started
+// from DefaultConfig; Execute is the way to run a call through the policy.
 func Example() {
 	clk := resiliencetest.NewClock(time.Now())
 	obs := resilience.ObserverFunc(func(resilience.Source) resilience.Recorder {
@@ -25,7 +26,9 @@ func Example() {
 			}
 		})
 	})
-	r, _ := retry.New(retry.WithClock(clk), retry.WithJitter(0), retry.WithObserver(obs))
+	cfg := retry.DefaultConfig()
+	cfg.Jitter = 0
+	r, _ := retry.New(retry.WithConfig(cfg), retry.WithClock(clk), retry.WithObserver(obs))
 
 	done := make(chan error)
 	calls := 0
@@ -37,9 +40,11 @@ func Example() {
 			return nil
 		})
 	}()
-	for range 2 {
+	// Advance by each backoff exactly: a longer step could also fire the
+	// next backoff's timer, set while the clock was still advancing.
+	for _, backoff := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
 		clk.WaitPending(1) // the policy is waiting out a backoff
-		clk.Advance(time.Second)
+		clk.Advance(backoff)
 	}
 	fmt.Println(<-done)
 	// Output:
@@ -53,7 +58,10 @@ func Example() {
 // attempts fail.
 func ExampleNewThrottle() {
 	th, _ := retry.NewThrottle(4, 0.5)
-	r, _ := retry.New(retry.WithThrottle(th), retry.WithMaxAttempts(5), retry.WithInitialBackoff(time.Nanosecond), retry.WithMaxBackoff(time.Nanosecond))
+	cfg := retry.DefaultConfig()
+	cfg.MaxAttempts = 5
+	cfg.InitialBackoff, cfg.MaxBackoff = time.Nanosecond, time.Nanosecond
+	r, _ := retry.New(retry.WithConfig(cfg), retry.WithThrottle(th))
 	for i := range 3 {
 		attempts := 0
 		_ = r.Execute(context.Background(), func(context.Context) error { attempts++; return errors.New("unavailable") })
@@ -72,7 +80,10 @@ func ExampleThrottle_RecordFailure() {
 	th, _ := retry.NewThrottle(4, 0.5466) // tokenRatio keeps three decimals: 0.546
 	th.RecordFailure()                    // a call of a method without retries failed
 	th.RecordFailure()
-	r, _ := retry.New(retry.WithThrottle(th), retry.WithMaxAttempts(3), retry.WithInitialBackoff(time.Nanosecond), retry.WithMaxBackoff(time.Nanosecond))
+	cfg := retry.DefaultConfig()
+	cfg.MaxAttempts = 3
+	cfg.InitialBackoff, cfg.MaxBackoff = time.Nanosecond, time.Nanosecond
+	r, _ := retry.New(retry.WithConfig(cfg), retry.WithThrottle(th))
 	attempts := 0
 	_ = r.Execute(context.Background(), func(context.Context) error { attempts++; return errors.New("unavailable") })
 	fmt.Printf("%d attempt, %v tokens left\n", attempts, th.Tokens())

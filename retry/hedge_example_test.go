@@ -13,9 +13,11 @@ import (
 // hedgingDelay, answers, and the first is cancelled.
 func ExampleHedge() {
 	errUnavailable := errors.New("unavailable")
+	cfg := retry.DefaultHedgeConfig()
+	cfg.MaxAttempts = 3
+	cfg.HedgingDelay = time.Millisecond
 	h, err := retry.NewHedge(
-		retry.WithHedgeMaxAttempts(3),
-		retry.WithHedgingDelay(time.Millisecond),
+		retry.WithHedgeConfig(cfg),
 		retry.WithNonFatal(func(err error) bool { return errors.Is(err, errUnavailable) }),
 	)
 	if err != nil {

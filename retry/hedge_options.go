@@ -76,8 +76,10 @@ type hedgeOptionFunc func(*hedgeConfig)
 
 func (f hedgeOptionFunc) applyHedge(c *hedgeConfig) { f(c) }
 
-// WithHedgeConfig sets every setting of c at once; options after it
-// override single settings.
+// WithHedgeConfig sets the policy's settings, every one of them (the name
+// included: a [WithHedgeName] after it renames the policy). Start c from
+// [DefaultHedgeConfig]. Without it a policy has [DefaultHedgeConfig]'s
+// settings.
 func WithHedgeConfig(c HedgeConfig) HedgeOption {
 	return hedgeOptionFunc(func(cfg *hedgeConfig) { cfg.HedgeConfig = c })
 }
@@ -85,18 +87,6 @@ func WithHedgeConfig(c HedgeConfig) HedgeOption {
 // WithHedgeName names the policy for observers (grpcmw uses the method).
 func WithHedgeName(name string) HedgeOption {
 	return hedgeOptionFunc(func(c *hedgeConfig) { c.Name = name })
-}
-
-// WithHedgeMaxAttempts sets maxAttempts: the most copies, the first
-// included, in [2, 5]. Default 3.
-func WithHedgeMaxAttempts(n int) HedgeOption {
-	return hedgeOptionFunc(func(c *hedgeConfig) { c.MaxAttempts = n })
-}
-
-// WithHedgingDelay sets hedgingDelay: how long to wait for an answer before
-// sending the next copy. Default 100ms.
-func WithHedgingDelay(d time.Duration) HedgeOption {
-	return hedgeOptionFunc(func(c *hedgeConfig) { c.HedgingDelay = d })
 }
 
 // WithNonFatal sets which errors are non-fatal (gRPC's

@@ -59,7 +59,10 @@ func newHedge(t *testing.T, opts ...retry.HedgeOption) *retry.Hedge {
 func TestHedgeSlowFirstFastSecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &backend{delays: []time.Duration{time.Second, 10 * time.Millisecond, 10 * time.Millisecond}}
-		h := newHedge(t, retry.WithHedgeMaxAttempts(3), retry.WithHedgingDelay(50*time.Millisecond))
+		h := newHedge(t, retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+			c.MaxAttempts = 3
+			c.HedgingDelay = 50 * time.Millisecond
+		})))
 		start := time.Now()
 		w, err := h.Run(context.Background(), b.call)
 		if err != nil || w != 2 {
@@ -78,7 +81,10 @@ func TestHedgeSlowFirstFastSecond(t *testing.T) {
 func TestHedgeFatalAnswerStopsEveryCopy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &backend{delays: []time.Duration{150 * time.Millisecond, time.Second, time.Second}, errs: []error{errFatal, nil, nil}}
-		h := newHedge(t, retry.WithHedgeMaxAttempts(3), retry.WithHedgingDelay(100*time.Millisecond))
+		h := newHedge(t, retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+			c.MaxAttempts = 3
+			c.HedgingDelay = 100 * time.Millisecond
+		})))
 		w, err := h.Run(context.Background(), b.call)
 		if !errors.Is(err, errFatal) || w != 1 {
 			t.Fatalf("Run = %d, %v; want copy 1's fatal answer", w, err)
@@ -96,7 +102,10 @@ func TestHedgeNonFatalSendsTheNextCopyAtOnce(t *testing.T) {
 		b := &backend{delays: []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond},
 			errs: []error{errNonFatal, errNonFatal, errNonFatal}}
 		obs := new(resiliencetest.Observer)
-		h := newHedge(t, retry.WithHedgeMaxAttempts(3), retry.WithHedgingDelay(time.Hour), retry.WithHedgeObserver(obs))
+		h := newHedge(t, retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+			c.MaxAttempts = 3
+			c.HedgingDelay = time.Hour
+		})), retry.WithHedgeObserver(obs))
 		start := time.Now()
 		w, err := h.Run(context.Background(), b.call)
 		if !errors.Is(err, errNonFatal) || w != 0 || time.Since(start) != 30*time.Millisecond || b.started.Load() != 3 {
@@ -133,7 +142,10 @@ func TestHedgePushback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &backend{delays: []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond},
 			errs: []error{&pushbackErr{d: 200 * time.Millisecond}, nil, nil}}
-		h := newHedge(t, retry.WithHedgeMaxAttempts(3), retry.WithHedgingDelay(time.Hour), retry.WithHedgePushback(pushbackOf))
+		h := newHedge(t, retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+			c.MaxAttempts = 3
+			c.HedgingDelay = time.Hour
+		})), retry.WithHedgePushback(pushbackOf))
 		start := time.Now()
 		if w, err := h.Run(context.Background(), b.call); err != nil || w != 2 || time.Since(start) != 220*time.Millisecond {
 			t.Fatalf("Run = %d, %v after %v; want copy 2 after 10ms + 200ms pushback + 10ms", w, err, time.Since(start))
@@ -155,14 +167,20 @@ func TestHedgeThrottle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := newHedge(t, retry.WithHedgeMaxAttempts(3), retry.WithHedgingDelay(time.Hour), retry.WithHedgeThrottle(th))
+		h := newHedge(t, retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+			c.MaxAttempts = 3
+			c.HedgingDelay = time.Hour
+		})), retry.WithHedgeThrottle(th))
 		b := &backend{delays: []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}, errs: []error{errNonFatal, errNonFatal, errNonFatal}}
 		_, _ = h.Run(context.Background(), b.call)
 		if b.started.Load() != 2 || th.Tokens() != 1 {
 			t.Fatalf("%d copies with %v tokens left; want 2 (the throttle stops the third) and 1", b.started.Load(), th.Tokens())
 		}
 		b = &backend{delays: []time.Duration{time.Second, time.Millisecond, time.Millisecond}}
-		h = newHedge(t, retry.WithHedgeMaxAttempts(3), retry.WithHedgingDelay(10*time.Millisecond), retry.WithHedgeThrottle(th))
+		h = newHedge(t, retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+			c.MaxAttempts = 3
+			c.HedgingDelay = 10 * time.Millisecond
+		})), retry.WithHedgeThrottle(th))
 		w, err := h.Run(context.Background(), b.call)
 		if w != 1 || err != nil || b.started.Load() != 1 || th.Tokens() != 1.5 {
 			t.Fatalf("throttled: Run = %d, %v with %d copies, %v tokens; want copy 1 alone, then 1.5 tokens", w, err, b.started.Load(), th.Tokens())
@@ -176,11 +194,14 @@ func TestHedgeThrottle(t *testing.T) {
 // caller's deadline.
 func TestHedgeInAChainWithABulkhead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bh, err := bulkhead.New(bulkhead.WithMaxConcurrentCalls(1))
+		bh, err := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })))
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := newHedge(t, retry.WithHedgeMaxAttempts(3), retry.WithHedgingDelay(10*time.Millisecond))
+		h := newHedge(t, retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+			c.MaxAttempts = 3
+			c.HedgingDelay = 10 * time.Millisecond
+		})))
 		chain := resilience.NewChain(h, bh)
 		var calls, cancelled atomic.Int32
 		start := time.Now()
@@ -200,9 +221,9 @@ func TestHedgeInAChainWithABulkhead(t *testing.T) {
 		}
 
 		// Only refusals: the call returns the refusal.
-		hold, _ := bh.Acquire(context.Background())
+		_, hold, _ := bh.Enter(context.Background())
 		err = chain.Execute(context.Background(), func(context.Context) error { return nil })
-		hold.Release()
+		_ = bh.Exit(context.Background(), hold, resilience.Result{})
 		if !errors.Is(err, bulkhead.ErrFull) {
 			t.Fatalf("Execute = %v, want the bulkhead's refusal", err)
 		}
@@ -213,7 +234,10 @@ func TestHedgeInAChainWithABulkhead(t *testing.T) {
 // have returned.
 func TestHedgePanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHedge(t, retry.WithHedgeMaxAttempts(2), retry.WithHedgingDelay(time.Millisecond))
+		h := newHedge(t, retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+			c.MaxAttempts = 2
+			c.HedgingDelay = time.Millisecond
+		})))
 		var cancelled atomic.Int32
 		got := func() (r any) {
 			defer func() { r = recover() }()
@@ -234,7 +258,10 @@ func TestHedgePanic(t *testing.T) {
 }
 
 func TestHedgeConfigErrorsNameTheKey(t *testing.T) {
-	_, err := retry.NewHedge(retry.WithHedgeMaxAttempts(6), retry.WithHedgingDelay(-time.Second), retry.WithNonFatal(nil))
+	_, err := retry.NewHedge(retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+		c.MaxAttempts = 6
+		c.HedgingDelay = -time.Second
+	})), retry.WithNonFatal(nil))
 	if !errors.Is(err, resilience.ErrInvalidOption) {
 		t.Fatalf("got %v", err)
 	}
@@ -252,7 +279,10 @@ func TestHedgeConfigErrorsNameTheKey(t *testing.T) {
 func TestHedgeZeroDelaySendsAllAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &backend{delays: []time.Duration{30 * time.Millisecond, 20 * time.Millisecond, 10 * time.Millisecond}}
-		h := newHedge(t, retry.WithHedgeMaxAttempts(3), retry.WithHedgingDelay(0))
+		h := newHedge(t, retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+			c.MaxAttempts = 3
+			c.HedgingDelay = 0
+		})))
 		if w, err := h.Run(context.Background(), b.call); w != 3 || err != nil || b.started.Load() != 3 || b.cancelled.Load() != 2 {
 			t.Fatalf("Run = %d, %v, %d started, %d cancelled", w, err, b.started.Load(), b.cancelled.Load())
 		}

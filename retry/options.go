@@ -12,12 +12,20 @@ import (
 // (see docs/retry.md). Start from [DefaultConfig]. A Config is a plain
 // comparable value.
 type Config struct {
-	Name              string
-	MaxAttempts       int // counts the first call, as in gRPC
-	InitialBackoff    time.Duration
-	MaxBackoff        time.Duration
+	// Name names the policy for observers; grpcmw uses the method. Default "".
+	Name string
+	// MaxAttempts is the most calls made, the first one included, as in
+	// gRPC (1 turns retries off). Default 3.
+	MaxAttempts int
+	// InitialBackoff is the wait before the first retry. Default 100ms.
+	InitialBackoff time.Duration
+	// MaxBackoff: no wait is longer, jitter included. Default 2s.
+	MaxBackoff time.Duration
+	// BackoffMultiplier: each wait is the previous one times this. Default 2.
 	BackoffMultiplier float64
-	Jitter            float64 // +/- fraction of each backoff, in [0, 1)
+	// Jitter spreads each wait by a random ±fraction, in [0, 1) (0.2 is
+	// ±20 %). Default 0.2.
+	Jitter float64
 }
 
 // DefaultConfig returns the defaults of docs/retry.md.
@@ -25,8 +33,9 @@ func DefaultConfig() Config {
 	return Config{MaxAttempts: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second, BackoffMultiplier: 2, Jitter: 0.2}
 }
 
-// WithConfig sets every setting of c at once; options after it override
-// single settings.
+// WithConfig sets the policy's settings, every one of them (the name
+// included: a [WithName] after it renames the policy). Start c from
+// [DefaultConfig]. Without it a policy has [DefaultConfig]'s settings.
 func WithConfig(c Config) Option { return optionFunc(func(cfg *config) { cfg.Config = c }) }
 
 // Validate reports every invalid setting, each error naming its key
@@ -100,8 +109,8 @@ func (c *Config) check(bad func(option string, value any, problem string)) {
 	}
 }
 
-// Option configures a [Retry]. Each option is named after the configuration
-// key it sets (see docs/retry.md).
+// Option configures a [Retry]: its settings ([WithConfig]) and what is not a
+// setting (its name, predicates, throttle, clock and observer).
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -111,30 +120,6 @@ func (f optionFunc) apply(c *config) { f(c) }
 // WithName names the retry policy for observers; grpcmw uses the method.
 // Default "".
 func WithName(name string) Option { return optionFunc(func(c *config) { c.Name = name }) }
-
-// WithMaxAttempts sets maxAttempts: the most calls made, the first one
-// included, as in gRPC (1 turns retries off). Default 3.
-func WithMaxAttempts(n int) Option { return optionFunc(func(c *config) { c.MaxAttempts = n }) }
-
-// WithInitialBackoff sets initialBackoff: the wait before the first retry.
-// Default 100ms.
-func WithInitialBackoff(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.InitialBackoff = d })
-}
-
-// WithMaxBackoff sets maxBackoff: no wait is longer, jitter included.
-// Default 2s.
-func WithMaxBackoff(d time.Duration) Option { return optionFunc(func(c *config) { c.MaxBackoff = d }) }
-
-// WithBackoffMultiplier sets backoffMultiplier: each wait is the previous one
-// times this. Default 2.
-func WithBackoffMultiplier(m float64) Option {
-	return optionFunc(func(c *config) { c.BackoffMultiplier = m })
-}
-
-// WithJitter sets jitter: each wait is spread by a random ±fraction (0.2 is
-// ±20 %). Default 0.2.
-func WithJitter(fraction float64) Option { return optionFunc(func(c *config) { c.Jitter = fraction }) }
 
 // WithRetryable sets which errors are worth another attempt. grpcmw passes
 // the configured retryableStatusCodes. Whatever it says, a

@@ -18,14 +18,14 @@ func TestInvalidOptionsAreErrorsThatNameThem(t *testing.T) {
 		option string
 		msg    string
 	}{
-		{"no attempts", retry.WithMaxAttempts(0), "maxAttempts", "maxAttempts: must be in [1, 100] (it counts the first call), got 0"},
-		{"too many attempts", retry.WithMaxAttempts(1000), "maxAttempts", "got 1000"},
-		{"initial zero", retry.WithInitialBackoff(0), "initialBackoff", "initialBackoff: must be positive, got 0s"},
-		{"max negative", retry.WithMaxBackoff(-time.Second), "maxBackoff", "must be positive, got -1s"},
-		{"max below initial", retry.WithMaxBackoff(50 * time.Millisecond), "maxBackoff", "must be at least initialBackoff (100ms), got 50ms"},
-		{"multiplier below 1", retry.WithBackoffMultiplier(0.5), "backoffMultiplier", "must be at least 1, got 0.5"},
-		{"multiplier NaN", retry.WithBackoffMultiplier(math.NaN()), "backoffMultiplier", "got NaN"},
-		{"jitter 1", retry.WithJitter(1), "jitter", "jitter: must be in [0, 1), got 1"},
+		{"no attempts", retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 0 })), "maxAttempts", "maxAttempts: must be in [1, 100] (it counts the first call), got 0"},
+		{"too many attempts", retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 1000 })), "maxAttempts", "got 1000"},
+		{"initial zero", retry.WithConfig(retryConf(func(c *retry.Config) { c.InitialBackoff = 0 })), "initialBackoff", "initialBackoff: must be positive, got 0s"},
+		{"max negative", retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxBackoff = -time.Second })), "maxBackoff", "must be positive, got -1s"},
+		{"max below initial", retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxBackoff = 50 * time.Millisecond })), "maxBackoff", "must be at least initialBackoff (100ms), got 50ms"},
+		{"multiplier below 1", retry.WithConfig(retryConf(func(c *retry.Config) { c.BackoffMultiplier = 0.5 })), "backoffMultiplier", "must be at least 1, got 0.5"},
+		{"multiplier NaN", retry.WithConfig(retryConf(func(c *retry.Config) { c.BackoffMultiplier = math.NaN() })), "backoffMultiplier", "got NaN"},
+		{"jitter 1", retry.WithConfig(retryConf(func(c *retry.Config) { c.Jitter = 1 })), "jitter", "jitter: must be in [0, 1), got 1"},
 		{"nil predicate", retry.WithRetryable(nil), "retryable", "must not be nil"},
 		{"nil classifier", retry.WithClassifier(nil), "classifier", "must not be nil"},
 		{"nil clock", retry.WithClock(nil), "clock", "must not be nil"},

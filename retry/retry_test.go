@@ -59,7 +59,7 @@ func newRetry(t *testing.T, opts ...retry.Option) *retry.Retry {
 func TestAttemptsCountTheFirstCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs := new(resiliencetest.Observer)
-		r := newRetry(t, retry.WithMaxAttempts(4), retry.WithObserver(obs), retry.WithName("pkg.Svc/Get"))
+		r := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 4 })), retry.WithObserver(obs), retry.WithName("pkg.Svc/Get"))
 		dep := newDependency(errUnavailable)
 		if err := r.Execute(t.Context(), dep.call); err != errUnavailable {
 			t.Fatalf("Execute = %v, want the last error unchanged", err)
@@ -100,8 +100,13 @@ func TestSucceedsAfterRetries(t *testing.T) {
 
 func TestBackoffSequenceAndCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRetry(t, retry.WithMaxAttempts(7), retry.WithJitter(0),
-			retry.WithInitialBackoff(100*time.Millisecond), retry.WithBackoffMultiplier(2), retry.WithMaxBackoff(time.Second))
+		r := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) {
+			c.MaxAttempts = 7
+			c.Jitter = 0
+			c.InitialBackoff = 100 * time.Millisecond
+			c.BackoffMultiplier = 2
+			c.MaxBackoff = time.Second
+		})))
 		dep := newDependency(errUnavailable)
 		_ = r.Execute(t.Context(), dep.call)
 		want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}
@@ -122,7 +127,11 @@ func TestJitterBounds(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := newRetry(t, retry.WithMaxAttempts(4), retry.WithJitter(0.2), retry.WithMaxBackoff(400*time.Millisecond),
+				r := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) {
+					c.MaxAttempts = 4
+					c.Jitter = 0.2
+					c.MaxBackoff = 400 * time.Millisecond
+				})),
 					retry.WithRandom(func() float64 { return tt.random }))
 				dep := newDependency(errUnavailable)
 				_ = r.Execute(t.Context(), dep.call)
@@ -134,7 +143,11 @@ func TestJitterBounds(t *testing.T) {
 	}
 	// At the cap the waits stay spread below it: min(base, max) × (1 ± 20 %).
 	synctest.Test(t, func(t *testing.T) {
-		r := newRetry(t, retry.WithMaxAttempts(6), retry.WithJitter(0.2), retry.WithMaxBackoff(200*time.Millisecond),
+		r := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) {
+			c.MaxAttempts = 6
+			c.Jitter = 0.2
+			c.MaxBackoff = 200 * time.Millisecond
+		})),
 			retry.WithRandom(func() float64 { return 0 }))
 		dep := newDependency(errUnavailable)
 		_ = r.Execute(t.Context(), dep.call)
@@ -145,7 +158,11 @@ func TestJitterBounds(t *testing.T) {
 	})
 	// With the real random source every wait stays within ±20 % and the cap.
 	synctest.Test(t, func(t *testing.T) {
-		r := newRetry(t, retry.WithMaxAttempts(8), retry.WithJitter(0.2), retry.WithMaxBackoff(time.Second))
+		r := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) {
+			c.MaxAttempts = 8
+			c.Jitter = 0.2
+			c.MaxBackoff = time.Second
+		})))
 		for range 50 {
 			dep := newDependency(errUnavailable)
 			_ = r.Execute(t.Context(), dep.call)
@@ -179,11 +196,17 @@ func TestNeverRetriesARejection(t *testing.T) {
 func TestBreakerOpeningMidRetryStopsTheLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cb, err := circuitbreaker.New(circuitbreaker.WithClock(resilience.SystemClock()),
-			circuitbreaker.WithSlidingWindowSize(2), circuitbreaker.WithMinimumNumberOfCalls(2))
+			circuitbreaker.WithConfig(breakerConf(func(c *circuitbreaker.Config) {
+				c.SlidingWindowSize = 2
+				c.MinimumNumberOfCalls = 2
+			})))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := newRetry(t, retry.WithMaxAttempts(5), retry.WithJitter(0))
+		r := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) {
+			c.MaxAttempts = 5
+			c.Jitter = 0
+		})))
 		dep := newDependency(errUnavailable)
 		start := time.Now()
 		err = resilience.NewChain(r, cb).Execute(t.Context(), dep.call)
@@ -224,7 +247,11 @@ func TestNoRetryOnceTheContextIsDone(t *testing.T) {
 	})
 	synctest.Test(t, func(t *testing.T) {
 		// The caller gives up during a backoff: Execute returns at once.
-		r := newRetry(t, retry.WithInitialBackoff(time.Second), retry.WithMaxBackoff(time.Second), retry.WithJitter(0))
+		r := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) {
+			c.InitialBackoff = time.Second
+			c.MaxBackoff = time.Second
+			c.Jitter = 0
+		})))
 		ctx, cancel := context.WithCancel(t.Context())
 		go func() {
 			time.Sleep(300 * time.Millisecond)
@@ -241,7 +268,10 @@ func TestNoRetryOnceTheContextIsDone(t *testing.T) {
 func TestNoBackoffThatPassesTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs := new(resiliencetest.Observer)
-		r := newRetry(t, retry.WithMaxAttempts(5), retry.WithJitter(0), retry.WithObserver(obs))
+		r := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) {
+			c.MaxAttempts = 5
+			c.Jitter = 0
+		})), retry.WithObserver(obs))
 		ctx, cancel := context.WithTimeout(t.Context(), 250*time.Millisecond)
 		defer cancel()
 		dep := newDependency(errUnavailable)
@@ -267,7 +297,10 @@ func TestPushback(t *testing.T) {
 		return 0, false
 	}
 	synctest.Test(t, func(t *testing.T) {
-		r := newRetry(t, retry.WithMaxAttempts(5), retry.WithJitter(0), retry.WithPushback(pushback))
+		r := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) {
+			c.MaxAttempts = 5
+			c.Jitter = 0
+		})), retry.WithPushback(pushback))
 		dep := newDependency(errUnavailable, errUnavailable, pushbackError(700*time.Millisecond), errUnavailable)
 		_ = r.Execute(t.Context(), dep.call)
 		// 100ms, 200ms, then the server's 700ms, then the backoff starts over.
@@ -299,8 +332,8 @@ func TestThrottlingStopsRetriesInAnOutageAndLetsThemResume(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := newRetry(t, retry.WithMaxAttempts(3), retry.WithThrottle(th))
-		b := newRetry(t, retry.WithMaxAttempts(3), retry.WithThrottle(th)) // another method of the client
+		a := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 3 })), retry.WithThrottle(th))
+		b := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 3 })), retry.WithThrottle(th)) // another method of the client
 		var attempts []int
 		for i := range 6 {
 			dep := newDependency(errUnavailable)
@@ -332,7 +365,7 @@ func TestThrottlingStopsRetriesInAnOutageAndLetsThemResume(t *testing.T) {
 
 func TestThrottleIsBoundedAndShared(t *testing.T) {
 	th, _ := retry.NewThrottle(2, 1)
-	r, _ := retry.New(retry.WithThrottle(th), retry.WithMaxAttempts(1))
+	r, _ := retry.New(retry.WithThrottle(th), retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 1 })))
 	for range 10 {
 		_ = r.Execute(t.Context(), func(context.Context) error { return nil })
 	}
@@ -349,7 +382,10 @@ func TestThrottleIsBoundedAndShared(t *testing.T) {
 
 func TestWorksWithTheFakeClock(t *testing.T) {
 	clk := resiliencetest.NewClock(time.Now())
-	r, _ := retry.New(retry.WithClock(clk), retry.WithJitter(0), retry.WithMaxAttempts(3))
+	r, _ := retry.New(retry.WithClock(clk), retry.WithConfig(retryConf(func(c *retry.Config) {
+		c.Jitter = 0
+		c.MaxAttempts = 3
+	})))
 	calls := 0
 	done := make(chan error)
 	go func() {

@@ -106,25 +106,13 @@ type settings struct {
 // resilience.EventRejection for each it rejects. Default none.
 func WithObserver(o resilience.Observer) Option { return func(s *settings) { s.observer = o } }
 
-// WithConfig sets every setting at once.
+// WithConfig sets the throttler's settings, every one of them (the name
+// included: a [WithName] after it renames the throttler). Start c from
+// [DefaultConfig]. Without it a throttler has [DefaultConfig]'s settings.
 func WithConfig(c Config) Option { return func(s *settings) { s.cfg = c } }
 
 // WithName names the throttler.
 func WithName(name string) Option { return func(s *settings) { s.cfg.Name = name } }
-
-// WithMultiplier sets K (see [Config.Multiplier]).
-func WithMultiplier(k float64) Option { return func(s *settings) { s.cfg.Multiplier = k } }
-
-// WithWindow sets the window (see [Config.Window]).
-func WithWindow(d time.Duration) Option { return func(s *settings) { s.cfg.Window = d } }
-
-// WithMinimumRequests sets the floor (see [Config.MinimumRequests]).
-func WithMinimumRequests(n int) Option { return func(s *settings) { s.cfg.MinimumRequests = n } }
-
-// WithMaxRejectionRate sets the cap, in percent (see [Config.MaxRejectionRate]).
-func WithMaxRejectionRate(pct float64) Option {
-	return func(s *settings) { s.cfg.MaxRejectionRate = pct }
-}
 
 // WithClock sets the clock the window reads (default
 // resilience.SystemClock()).

@@ -59,7 +59,7 @@ func TestRejectionRateUnderTotalOutage(t *testing.T) {
 	}
 
 	// A lower cap lets fewer through; the floor stays.
-	th = newThrottler(t, clock, throttler.WithMaxRejectionRate(99))
+	th = newThrottler(t, clock, throttler.WithConfig(throttlerConf(func(c *throttler.Config) { c.MaxRejectionRate = 99 })))
 	reached, _ = offer(th, clock, 10_000, 10*time.Second, func(int) bool { return false })
 	if frac := float64(reached) / 10_000; frac < 0.005 || frac > 0.02 {
 		t.Errorf("cap 99%%: %d of 10000 requests reached the backend (%.3f), want about 0.01", reached, frac)
@@ -125,7 +125,7 @@ func TestNoRejectionBelowTheThreshold(t *testing.T) {
 // the rejections stop within a few windows.
 func TestRecoveryRamps(t *testing.T) {
 	clock := resiliencetest.NewClock(time.Unix(0, 0))
-	th := newThrottler(t, clock, throttler.WithWindow(time.Second))
+	th := newThrottler(t, clock, throttler.WithConfig(throttlerConf(func(c *throttler.Config) { c.Window = time.Second })))
 	offer(th, clock, 1000, time.Second, func(int) bool { return false })
 	if th.RejectionRate() == 0 {
 		t.Fatal("no rejection after an outage")
@@ -153,7 +153,10 @@ func TestRecoveryRamps(t *testing.T) {
 // that says nothing (Ignored) takes its request back.
 func TestRejectionAndUncounted(t *testing.T) {
 	clock := resiliencetest.NewClock(time.Unix(0, 0))
-	th := newThrottler(t, clock, throttler.WithName("payments"), throttler.WithMinimumRequests(0), throttler.WithMaxRejectionRate(99))
+	th := newThrottler(t, clock, throttler.WithConfig(throttlerConf(func(c *throttler.Config) {
+		c.MinimumRequests = 0
+		c.MaxRejectionRate = 99
+	})), throttler.WithName("payments"))
 	var err error
 	for range 100 {
 		if err = th.Execute(context.Background(), func(context.Context) error { return errDown }); errors.Is(err, throttler.ErrThrottled) {
@@ -177,10 +180,10 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		opt  throttler.Option
 		want string
 	}{
-		{throttler.WithMultiplier(0.5), "multiplier: must be in [1, 1000], got 0.5"},
-		{throttler.WithWindow(time.Millisecond), "window: must be in [10ms, 1h], got 1ms"},
-		{throttler.WithMinimumRequests(-1), "minimumRequests: must be in [0, 1000000], got -1"},
-		{throttler.WithMaxRejectionRate(100), "maxRejectionRate: must be in [0, 100), got 100"},
+		{throttler.WithConfig(throttlerConf(func(c *throttler.Config) { c.Multiplier = 0.5 })), "multiplier: must be in [1, 1000], got 0.5"},
+		{throttler.WithConfig(throttlerConf(func(c *throttler.Config) { c.Window = time.Millisecond })), "window: must be in [10ms, 1h], got 1ms"},
+		{throttler.WithConfig(throttlerConf(func(c *throttler.Config) { c.MinimumRequests = -1 })), "minimumRequests: must be in [0, 1000000], got -1"},
+		{throttler.WithConfig(throttlerConf(func(c *throttler.Config) { c.MaxRejectionRate = 100 })), "maxRejectionRate: must be in [0, 100), got 100"},
 	} {
 		_, err := throttler.New(tc.opt)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -195,7 +198,7 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 // Entering and leaving, admitted or rejected, allocates nothing.
 func TestNoAllocation(t *testing.T) {
 	clock := resiliencetest.NewClock(time.Unix(0, 0))
-	th := newThrottler(t, clock, throttler.WithMinimumRequests(0))
+	th := newThrottler(t, clock, throttler.WithConfig(throttlerConf(func(c *throttler.Config) { c.MinimumRequests = 0 })))
 	ctx := context.Background()
 	r := resilience.Result{Err: errDown, Outcome: resilience.Failure}
 	if n := testing.AllocsPerRun(1000, func() {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	meshconfig "github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/resilience"
 )
@@ -74,10 +75,10 @@ func (c *config) setTimeout(d time.Duration) error {
 	c.Timeout = d
 	t := c.Client.Defaults.Timeout
 	if t == nil {
-		t = new(grpcmw.TimeoutSection)
+		t = new(meshconfig.TimeoutSection)
 		c.Client.Defaults.Timeout = t
 	}
-	t.PerAttempt, t.Overall = grpcmw.Dur(d), grpcmw.Dur(2*d)
+	t.PerAttempt, t.Overall = meshconfig.Dur(d), meshconfig.Dur(2*d)
 	out, err := c.Client.Marshal()
 	if err != nil {
 		return err

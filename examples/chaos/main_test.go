@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	meshconfig "github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw"
 )
 
@@ -283,8 +284,8 @@ func TestBreakerClosesOnceBackendRecovers(t *testing.T) {
 	cfg := shortConfig(t)
 	cfg.Quiet = true
 	cb := cfg.Client.Defaults.CircuitBreaker
-	cb.WaitDurationInOpenState = grpcmw.Dur(100 * time.Millisecond) // 100, 200, 400ms as it re-opens
-	cb.MaxWaitDurationInOpenState = grpcmw.Dur(400 * time.Millisecond)
+	cb.WaitDurationInOpenState = meshconfig.Dur(100 * time.Millisecond) // 100, 200, 400ms as it re-opens
+	cb.MaxWaitDurationInOpenState = meshconfig.Dur(400 * time.Millisecond)
 	cfg.Schedule[phaseRecovered].Duration = 2 * time.Second
 	var out bytes.Buffer
 	sum := runInBubble(t, cfg, &out)
@@ -325,7 +326,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		}
 	}
 	cfg = shortConfig(t)
-	cfg.Client.Defaults.CircuitBreaker.MinimumNumberOfCalls = grpcmw.Ptr(*cfg.Client.Defaults.CircuitBreaker.SlidingWindowSize + 1)
+	cfg.Client.Defaults.CircuitBreaker.MinimumNumberOfCalls = meshconfig.Ptr(*cfg.Client.Defaults.CircuitBreaker.SlidingWindowSize + 1)
 	_, err := run(context.Background(), cfg, new(bytes.Buffer))
 	if err == nil || !strings.Contains(err.Error(), "minimumNumberOfCalls") {
 		t.Errorf("run with an invalid client config: %v, want an error naming minimumNumberOfCalls", err)

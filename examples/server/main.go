@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw"
 )
 
@@ -53,7 +54,7 @@ func run(limit, extra int, pushback time.Duration) error {
 	if err != nil {
 		return err
 	}
-	cfg.Defaults.Bulkhead.MaxConcurrentCalls = grpcmw.Ptr(limit)
+	cfg.Defaults.Bulkhead.MaxConcurrentCalls = config.Ptr(limit)
 	shed, err := grpcmw.NewServer(cfg, grpcmw.WithPushback(pushback))
 	if err != nil {
 		return err

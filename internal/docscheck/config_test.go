@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw"
 )
 
@@ -16,7 +17,7 @@ const configDoc = "docs/configuration.md"
 // codeKey is one YAML key grpcmw's decoder reads, with the Go field behind it.
 type codeKey struct {
 	path  string // circuitBreaker.failureRateThreshold
-	field string // grpcmw.CircuitBreakerSection.FailureRateThreshold
+	field string // config.CircuitBreakerSection.FailureRateThreshold
 }
 
 // codeKeys derives every YAML key from grpcmw.Config's structs by their yaml
@@ -27,7 +28,7 @@ type codeKey struct {
 // map's entries appear as <service>, <method>.
 func codeKeys() []codeKey {
 	var out []codeKey
-	policies := reflect.TypeFor[grpcmw.Policies]()
+	policies := reflect.TypeFor[config.Policies]()
 	var walk func(t reflect.Type, prefix string)
 	walk = func(t reflect.Type, prefix string) {
 		for t.Kind() == reflect.Pointer {

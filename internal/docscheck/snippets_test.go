@@ -67,6 +67,7 @@ var knownImports = map[string]string{
 	"timeout": "github.com/meshless/meshless/timeout", "ratelimiter": "github.com/meshless/meshless/ratelimiter",
 	"grpcmw": "github.com/meshless/meshless/grpcmw", "outlier": "github.com/meshless/meshless/grpcmw/outlier",
 	"otelmw": "github.com/meshless/meshless/otelmw", "failsafepolicy": "github.com/meshless/meshless/failsafepolicy",
+	"config": "github.com/meshless/meshless/config",
 }
 
 // ambientGo declares, in every wrapped snippet's package, the names short
