@@ -14,10 +14,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/engine"
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/retry"
-	"github.com/meshless/meshless/timeout"
 )
 
 // A server-streaming call (one request, a stream of responses) on a method
@@ -62,7 +62,7 @@ type hedgedState struct {
 // its permits after its turn in the hedge returned.
 type hedgedCopy struct {
 	adm     pipeline.Admission
-	dl      timeout.AttemptDeadline
+	dl      deadline.AttemptDeadline
 	cs      grpc.ClientStream
 	cancel  context.CancelFunc
 	trailer metadata.MD

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 
+	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/engine"
 	"github.com/meshless/meshless/internal/pipeline"
-	"github.com/meshless/meshless/timeout"
 )
 
 // StreamClientInterceptor returns the interceptor for streaming calls.
@@ -72,12 +72,12 @@ type streamState struct {
 	cur       grpc.ClientStream
 	trailer   metadata.MD
 	cancelCur context.CancelFunc
-	adm       pipeline.Admission      // the current attempt's permits
-	dl        timeout.AttemptDeadline // and its deadline
-	received  bool                    // a response reached the caller
-	committed bool                    // no more retries (gRFC A6)
-	sent      []any                   // messages sent so far, to replay
-	sentBytes int                     // their size on the wire
+	adm       pipeline.Admission       // the current attempt's permits
+	dl        deadline.AttemptDeadline // and its deadline
+	received  bool                     // a response reached the caller
+	committed bool                     // no more retries (gRFC A6)
+	sent      []any                    // messages sent so far, to replay
+	sentBytes int                      // their size on the wire
 	closeSent bool
 	waiting   bool // RecvMsg is in a backoff, without the lock; it ends the retry
 	done      bool

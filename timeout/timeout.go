@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meshless/meshless/internal/timeouthooks"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -246,4 +247,12 @@ func WithObserve() Option { return optionFunc(func(c *config) { c.observe = true
 // TimedOut set when the timeout ended it. Default none.
 func WithObserver(o resilience.Observer) Option {
 	return optionFunc(func(c *config) { c.observer = o })
+}
+
+// The engine applies timeouts through internal/deadline, which reads these.
+func init() {
+	timeouthooks.Observes = func(t any) bool { return t.(*Timeout).observe }
+	timeouthooks.Report = func(ctx context.Context, t any, d time.Duration, timedOut bool) {
+		t.(*Timeout).report(ctx, d, timedOut)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
@@ -33,7 +34,7 @@ type Call struct {
 	caller    context.Context // the caller's context (marked in observe mode)
 	ctx       context.Context // the caller's, or bounded by the overall deadline (see Begin)
 	cancel    context.CancelFunc
-	deadlines timeout.Call
+	deadlines deadline.Call
 	p         *pipeline.Pipeline
 	att       retry.Attempts
 	hasAtt    bool
@@ -92,13 +93,13 @@ func (c *Call) Attempts() int {
 // deadline — and that deadline, for [Call.Finish]. On a refusal a holds
 // nothing; otherwise end the attempt with Finish, and defer a.Abort so that
 // a panic gives every permit back.
-func (c *Call) Admit(ctx context.Context, a *pipeline.Admission, n int) (context.Context, timeout.AttemptDeadline, error) {
+func (c *Call) Admit(ctx context.Context, a *pipeline.Admission, n int) (context.Context, deadline.AttemptDeadline, error) {
 	now := c.start
 	if n > 1 {
 		now = c.m.e.now()
 	}
 	if err := c.p.AdmitAt(ctx, a, now); err != nil {
-		return ctx, timeout.AttemptDeadline{}, err
+		return ctx, deadline.AttemptDeadline{}, err
 	}
 	actx := a.Context()
 	if n > 1 {
@@ -111,14 +112,14 @@ func (c *Call) Admit(ctx context.Context, a *pipeline.Admission, n int) (context
 // Finish ends an attempt that [Call.Admit] admitted, with its error: its
 // deadline first (a timeout marks the errors it caused), then its gates.
 // It returns the error as they passed it on.
-func (c *Call) Finish(a *pipeline.Admission, d *timeout.AttemptDeadline, err error) error {
+func (c *Call) Finish(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) error {
 	end := c.m.e.now()
 	c.last = end
 	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
 }
 
 // FinishCopy is [Call.Finish] for one of a hedged call's concurrent copies.
-func (c *Call) FinishCopy(a *pipeline.Admission, d *timeout.AttemptDeadline, err error) error {
+func (c *Call) FinishCopy(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) error {
 	end := c.m.e.now()
 	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
 }
@@ -126,7 +127,7 @@ func (c *Call) FinishCopy(a *pipeline.Admission, d *timeout.AttemptDeadline, err
 // Abort ends an admitted attempt that panicked: its deadline's context is
 // released and every permit given back. After Finish it does nothing but
 // for the deadline, which is released once.
-func (c *Call) Abort(a *pipeline.Admission, d *timeout.AttemptDeadline) {
+func (c *Call) Abort(a *pipeline.Admission, d *deadline.AttemptDeadline) {
 	d.Release()
 	a.Abort()
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
@@ -28,7 +29,7 @@ type Method struct {
 	classes classes
 	// The timeouts of unary calls and of streams (a stream takes only its
 	// method level's own), applied with one context per attempt.
-	unaryDeadlines, streamDeadlines timeout.Plan
+	unaryDeadlines, streamDeadlines deadline.Plan
 	// waits: a gate may make an attempt wait (a bulkhead's maxWaitDuration,
 	// a rate limiter's timeoutDuration), so the call's context carries the
 	// overall deadline.
@@ -172,8 +173,8 @@ func (e *Engine) build(st *state, group, name string) *Method {
 			m.dlq, m.dlOn = q, s.DeadLetter.Config.On
 		}
 	}
-	m.unaryDeadlines = timeout.Plan{Attempt: m.newTimeout(s.PerAttempt, timeout.Attempt), Overall: m.newTimeout(s.Overall, timeout.Overall)}
-	m.streamDeadlines = timeout.Plan{Attempt: m.newTimeout(s.StreamPerAttempt, timeout.Attempt), Overall: m.newTimeout(s.StreamOverall, timeout.Overall)}
+	m.unaryDeadlines = deadline.Plan{Attempt: m.newTimeout(s.PerAttempt, timeout.Attempt), Overall: m.newTimeout(s.Overall, timeout.Overall)}
+	m.streamDeadlines = deadline.Plan{Attempt: m.newTimeout(s.StreamPerAttempt, timeout.Attempt), Overall: m.newTimeout(s.StreamOverall, timeout.Overall)}
 	return m
 }
 

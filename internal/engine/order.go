@@ -13,7 +13,7 @@ import (
 // gates.inOrder builds an attempt's gates, outer to inner; Call (call.go)
 // puts the overall timeout and the attempt policy around them, and the
 // per-attempt timeout inside them (both applied with one context per
-// attempt: timeout.Plan), for unary calls, streams and hedged calls alike;
+// attempt: deadline.Plan), for unary calls, streams and hedged calls alike;
 // a server runs the pipeline alone. A policy joins the order here, once.
 
 // gates are one method's attempt gates, nil when off.

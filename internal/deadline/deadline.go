@@ -1,8 +1,15 @@
-package timeout
+// Package deadline applies a call's two timeouts, the overall and the
+// per-attempt one (package timeout's), together: the engine's call plan
+// derives one context per attempt at most. It is the engine's, not a
+// user's; a user bounds a call with timeout.Timeout.Execute.
+package deadline
 
 import (
 	"context"
 	"time"
+
+	"github.com/meshless/meshless/internal/timeouthooks"
+	"github.com/meshless/meshless/timeout"
 )
 
 // Plan is a call's two timeouts, the overall one and the per-attempt one,
@@ -16,7 +23,7 @@ import (
 //
 // A Plan is a value of two pointers; it is safe for concurrent use.
 type Plan struct {
-	Attempt, Overall *Timeout
+	Attempt, Overall *timeout.Timeout
 }
 
 // Call is one call's deadlines under a [Plan]. It is a value used by one
@@ -30,8 +37,8 @@ type Call struct {
 // Begin starts a call at now, under ctx, the caller's context.
 func (p Plan) Begin(ctx context.Context, now time.Time) Call {
 	c := Call{plan: p, start: now}
-	if o := p.Overall; o != nil && o.d > 0 {
-		at := now.Add(o.d)
+	if o := p.Overall; o != nil && o.Duration() > 0 {
+		at := now.Add(o.Duration())
 		if dl, ok := ctx.Deadline(); !ok || at.Before(dl) {
 			c.overallAt = at
 		}
@@ -47,13 +54,13 @@ func (c *Call) Deadline() (time.Time, bool) { return c.overallAt, !c.overallAt.I
 // or a hedged copy's) with the attempt's deadline — the earliest of ctx's,
 // the call's overall deadline and now plus the per-attempt timeout — or ctx
 // itself when ctx's deadline comes first, or when the timeouts only observe
-// (WithObserve).
+// (timeout.WithObserve).
 func (c *Call) Attempt(ctx context.Context, now time.Time) (context.Context, AttemptDeadline) {
 	a := AttemptDeadline{plan: c.plan, parent: ctx, start: now}
-	at, scope := c.overallAt, Overall
-	if t := c.plan.Attempt; t != nil && t.d > 0 {
-		if pa := now.Add(t.d); at.IsZero() || pa.Before(at) {
-			at, scope = pa, Attempt
+	at, scope := c.overallAt, timeout.Overall
+	if t := c.plan.Attempt; t != nil && t.Duration() > 0 {
+		if pa := now.Add(t.Duration()); at.IsZero() || pa.Before(at) {
+			at, scope = pa, timeout.Attempt
 		}
 	}
 	if at.IsZero() || c.observes() {
@@ -68,7 +75,15 @@ func (c *Call) Attempt(ctx context.Context, now time.Time) (context.Context, Att
 }
 
 func (c *Call) observes() bool {
-	return c.plan.Attempt != nil && c.plan.Attempt.observe || c.plan.Overall != nil && c.plan.Overall.observe
+	return observes(c.plan.Attempt) || observes(c.plan.Overall)
+}
+
+// observes reports whether t is set and only observes.
+func observes(t *timeout.Timeout) bool { return t != nil && timeouthooks.Observes(t) }
+
+// report records t's per-call event.
+func report(ctx context.Context, t *timeout.Timeout, d time.Duration, timedOut bool) {
+	timeouthooks.Report(ctx, t, d, timedOut)
 }
 
 // AttemptDeadline is one attempt's deadline.
@@ -79,7 +94,7 @@ type AttemptDeadline struct {
 	ctx    context.Context // derived; nil when none was
 	cancel context.CancelFunc
 	at     time.Time
-	scope  Scope // the timeout whose deadline ctx carries
+	scope  timeout.Scope // the timeout whose deadline ctx carries
 }
 
 // Release releases the derived context without reporting anything (an
@@ -91,7 +106,7 @@ func (a *AttemptDeadline) Release() {
 }
 
 // End ends the attempt at end, with err: it releases the derived context,
-// reports the per-attempt timeout's event, and returns err as an [*Error]
+// reports the per-attempt timeout's event, and returns err as an [*timeout.Error]
 // of the timeout whose deadline ended the attempt (per-attempt, or
 // overall), or err unchanged. Call it once.
 func (a *AttemptDeadline) End(err error, end time.Time) error {
@@ -105,49 +120,49 @@ func (a *AttemptDeadline) End(err error, end time.Time) error {
 		a.cancel()
 	}
 	t := a.plan.Attempt
-	if t != nil && t.d > 0 {
+	if t != nil && t.Duration() > 0 {
 		d := end.Sub(a.start)
-		timedOut := ours && a.scope == Attempt || t.observe && d >= t.d
-		t.report(ctx, d, timedOut)
+		timedOut := ours && a.scope == timeout.Attempt || observes(t) && d >= t.Duration()
+		report(ctx, t, d, timedOut)
 	}
 	if !ours {
 		return err
 	}
-	if a.scope == Overall {
-		return &Error{Scope: Overall, Timeout: a.plan.Overall.d, Err: err}
+	if a.scope == timeout.Overall {
+		return &timeout.Error{Scope: timeout.Overall, Timeout: a.plan.Overall.Duration(), Err: err}
 	}
-	return &Error{Scope: Attempt, Timeout: t.d, Err: err}
+	return &timeout.Error{Scope: timeout.Attempt, Timeout: t.Duration(), Err: err}
 }
 
 // End ends the call at end, with err, its final error, and ctx, the
 // caller's context: it reports the overall timeout's event and returns err
-// as an [*Error] of the overall timeout when the overall deadline ended the
+// as an [*timeout.Error] of the overall timeout when the overall deadline ended the
 // call (an attempt cut at it, or a wait a gate cut there), or err
-// unchanged. Observing (WithObserve), it reports the call timed out when it
+// unchanged. Observing (timeout.WithObserve), it reports the call timed out when it
 // took the timeout or longer, and returns err unchanged.
 func (c *Call) End(ctx context.Context, err error, end time.Time) error {
 	o := c.plan.Overall
-	if o == nil || o.d <= 0 {
+	if o == nil || o.Duration() <= 0 {
 		return err
 	}
 	d := end.Sub(c.start)
-	if o.observe {
-		o.report(ctx, d, d >= o.d)
+	if observes(o) {
+		report(ctx, o, d, d >= o.Duration())
 		return err
 	}
 	te, wrapped := asError(err)
-	wrapped = wrapped && te.Scope == Overall
+	wrapped = wrapped && te.Scope == timeout.Overall
 	ours := wrapped || err != nil && ctx.Err() == nil && !c.overallAt.IsZero() && !end.Before(c.overallAt)
-	o.report(ctx, d, ours)
+	report(ctx, o, d, ours)
 	if ours && !wrapped {
-		return &Error{Scope: Overall, Timeout: o.d, Err: err}
+		return &timeout.Error{Scope: timeout.Overall, Timeout: o.Duration(), Err: err}
 	}
 	return err
 }
 
-func asError(err error) (*Error, bool) {
+func asError(err error) (*timeout.Error, bool) {
 	for err != nil {
-		if te, ok := err.(*Error); ok {
+		if te, ok := err.(*timeout.Error); ok {
 			return te, true
 		}
 		u, ok := err.(interface{ Unwrap() error })

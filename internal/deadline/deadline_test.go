@@ -1,0 +1,133 @@
+package deadline_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/meshless/meshless/internal/deadline"
+	"github.com/meshless/meshless/resilience/resiliencetest"
+	"github.com/meshless/meshless/timeout"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func plan(t *testing.T, attempt, overall time.Duration, opts ...timeout.Option) deadline.Plan {
+	t.Helper()
+	a, err := timeout.New(attempt, append(opts, timeout.WithScope(timeout.Attempt))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := timeout.New(overall, append(opts, timeout.WithScope(timeout.Overall))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return deadline.Plan{Attempt: a, Overall: o}
+}
+
+// An attempt runs under one derived context whose deadline is the earliest
+// of the caller's, the overall and the per-attempt; none is derived when the
+// caller's comes first.
+func TestAnAttemptHasTheEarliestDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		attempt, overall time.Duration
+		caller           time.Duration // 0: none
+		want             time.Duration // from the start; 0: none derived
+		derived          bool
+	}{
+		{"per-attempt first", time.Second, 3 * time.Second, 0, time.Second, true},
+		{"overall first", 5 * time.Second, 3 * time.Second, 0, 3 * time.Second, true},
+		{"the caller's first", time.Second, 3 * time.Second, 500 * time.Millisecond, 500 * time.Millisecond, false},
+		{"no timeouts", 0, 0, 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				if tc.caller > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.caller)
+					defer cancel()
+				}
+				now := time.Now()
+				c := plan(t, tc.attempt, tc.overall).Begin(ctx, now)
+				actx, d := c.Attempt(ctx, now)
+				defer d.Release()
+				if (actx != ctx) != tc.derived {
+					t.Fatalf("derived a context: %v, want %v", actx != ctx, tc.derived)
+				}
+				dl, ok := actx.Deadline()
+				if tc.want == 0 {
+					if ok {
+						t.Fatalf("deadline %v, want none", dl.Sub(now))
+					}
+					return
+				}
+				if !ok || dl.Sub(now) != tc.want {
+					t.Fatalf("deadline %v (%v), want %v", dl.Sub(now), ok, tc.want)
+				}
+			})
+		})
+	}
+}
+
+// The deadline that ended an attempt names itself in the error; the
+// caller's own deadline is the caller's, and its error comes back unchanged.
+func TestTheDeadlineThatEndedTheCallIsNamed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := new(resiliencetest.Observer)
+		p := plan(t, 100*time.Millisecond, time.Second, timeout.WithObserver(obs))
+		start := time.Now()
+		c := p.Begin(t.Context(), start)
+		actx, d := c.Attempt(t.Context(), start)
+		<-actx.Done()
+		err := d.End(actx.Err(), time.Now())
+		var te *timeout.Error
+		if !errors.As(err, &te) || te.Scope != timeout.Attempt || te.Timeout != 100*time.Millisecond {
+			t.Fatalf("attempt's error %v, want a per-attempt *timeout.Error of 100ms", err)
+		}
+		if err := c.End(t.Context(), err, time.Now()); !errors.As(err, &te) || te.Scope != timeout.Attempt {
+			t.Fatalf("call's error %v, want the attempt's timeout unchanged", err)
+		}
+		if n := len(obs.Events()); n != 2 {
+			t.Fatalf("%d events, want one per timeout", n)
+		}
+
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		c = p.Begin(ctx, start)
+		actx, d = c.Attempt(ctx, start)
+		<-actx.Done()
+		if err := d.End(actx.Err(), time.Now()); !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) {
+			t.Fatalf("under the caller's earlier deadline: %v, want its context.DeadlineExceeded unchanged", err)
+		}
+	})
+}
+
+// Observing (timeout.WithObserve), no context is derived, and the event
+// says the call took the timeout or longer.
+func TestObservingDerivesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := new(resiliencetest.Observer)
+		p := plan(t, 100*time.Millisecond, time.Second, timeout.WithObserve(), timeout.WithObserver(obs))
+		start := time.Now()
+		c := p.Begin(t.Context(), start)
+		actx, d := c.Attempt(t.Context(), start)
+		if actx != t.Context() {
+			t.Fatal("an observing plan derived a context")
+		}
+		time.Sleep(150 * time.Millisecond) // virtual time: the attempt takes 150ms
+		if err := d.End(nil, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		ev := obs.Events()
+		if len(ev) != 1 || !ev[0].TimedOut {
+			t.Fatalf("events %+v, want one that says the attempt would have timed out", ev)
+		}
+	})
+}
