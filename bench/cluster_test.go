@@ -62,7 +62,7 @@ func BenchmarkClusterCall(b *testing.B) {
 		cb := newMeshless(b)
 		defer cb.Close()
 		rdb := newRedis(b, srv)
-		c, err := cluster.New(rdb, cluster.WithNamespace("bench-call"))
+		c, err := cluster.New(rdb, cluster.WithConfig(namespaced("bench-call")))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func BenchmarkClusterSync(b *testing.B) {
 		for _, load := range []string{"idle", "busy"} {
 			b.Run("breakers="+strconv.Itoa(n)+"/load="+load, func(b *testing.B) {
 				rdb := newRedis(b, srv)
-				c, err := cluster.New(rdb, cluster.WithNamespace("bench-sync-"+strconv.Itoa(n)+"-"+load))
+				c, err := cluster.New(rdb, cluster.WithConfig(namespaced("bench-sync-"+strconv.Itoa(n)+"-"+load)))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -201,4 +201,11 @@ func (s *redisStore) GetData(name string) ([]byte, error) {
 
 func (s *redisStore) SetData(name string, data []byte) error {
 	return s.rdb.Set(context.Background(), "gb:data:"+name, data, 0).Err()
+}
+
+// namespaced is cluster's default configuration in namespace ns.
+func namespaced(ns string) cluster.Config {
+	c := cluster.DefaultConfig()
+	c.Namespace = ns
+	return c
 }

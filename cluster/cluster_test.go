@@ -78,7 +78,7 @@ func TestTheClusterOpensWhatNoPodCouldDecideAlone(t *testing.T) {
 			w := newWorld(t)
 			var pods []*pod
 			for _, id := range []string{"a", "b", "c"} {
-				p := w.pod(id, false, cluster.WithDecideOn(tt.decideOn))
+				p := w.pod(id, false, decideOn(tt.decideOn))
 				p.sync()
 				p.calls(3, fail) // 3 < minimumNumberOfCalls (6)
 				p.wantState(circuitbreaker.StateClosed)
@@ -105,8 +105,8 @@ func TestTheClusterOpensWhatNoPodCouldDecideAlone(t *testing.T) {
 
 func TestDecideOnClusterIgnoresOneBadPodWhileRedisAnswers(t *testing.T) {
 	w := newWorld(t)
-	a := w.pod("a", false, cluster.WithDecideOn(cluster.DecideCluster))
-	b := w.pod("b", false, cluster.WithDecideOn(cluster.DecideCluster))
+	a := w.pod("a", false, decideOn(cluster.DecideCluster))
+	b := w.pod("b", false, decideOn(cluster.DecideCluster))
 	a.sync()
 	b.sync()
 	b.calls(10, ok)
@@ -153,9 +153,9 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		opt  cluster.Option
 		want string
 	}{
-		{name: "namespace", opt: cluster.WithNamespace(""), want: "namespace: must not be empty"},
-		{name: "interval", opt: cluster.WithSyncInterval(0), want: "syncInterval: must be in [10ms, 1h0m0s], got 0s"},
-		{name: "decideOn", opt: cluster.WithDecideOn(9), want: "decideOn: must be local, cluster or either"},
+		{name: "namespace", opt: clusterConf(func(c *cluster.Config) { c.Namespace = "" }), want: "namespace: must not be empty"},
+		{name: "interval", opt: clusterConf(func(c *cluster.Config) { c.SyncInterval = 0 }), want: "syncInterval: must be in [10ms, 1h0m0s], got 0s"},
+		{name: "decideOn", opt: decideOn(9), want: "decideOn: must be local, cluster or either"},
 		{name: "instance", opt: cluster.WithInstanceID("a b"), want: "instanceID: must be 1 to 64 bytes without spaces"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,7 +37,9 @@
 // sizing.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-//	c, err := cluster.New(rdb, cluster.WithNamespace("payments-client"))
+//	cfg := cluster.DefaultConfig()
+//	cfg.Namespace = "payments-client"
+//	c, err := cluster.New(rdb, cluster.WithConfig(cfg))
 //	if err != nil { … }
 //	c.Add(breaker) // every breaker to share, by its name
 //	c.Start()

@@ -16,7 +16,9 @@ func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
 	cb, _ := circuitbreaker.New(circuitbreaker.WithName("payment.PaymentService"))
-	c, err := cluster.New(rdb, cluster.WithNamespace("payments-client"), cluster.WithDecideOn(cluster.DecideEither))
+	cfg := cluster.DefaultConfig()
+	cfg.Namespace = "payments-client" // one per client: instances of it share its breakers
+	c, err := cluster.New(rdb, cluster.WithConfig(cfg))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -31,7 +33,9 @@ func Example() {
 
 // A configuration mistake names its key.
 func ExampleNew_invalid() {
-	_, err := cluster.New(nil, cluster.WithSyncInterval(0))
+	cfg := cluster.DefaultConfig()
+	cfg.SyncInterval = 0
+	_, err := cluster.New(nil, cluster.WithConfig(cfg))
 	fmt.Println(err)
 	// Output: cluster: syncInterval: must be in [10ms, 1h0m0s], got 0s
 }

@@ -203,7 +203,7 @@ func TestAPeersCountsAreCappedByWhatItsWindowHolds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
 			admin := w.admin()
-			a := w.podWith("a", false, tt.bopts, cluster.WithDecideOn(cluster.DecideCluster))
+			a := w.podWith("a", false, tt.bopts, decideOn(cluster.DecideCluster))
 			a.sync()
 			now := w.clk.Now()
 			admin.HSet(t.Context(), "test:w:svc", "liar", tt.peer+" "+ms(now.Add(-time.Second))+" "+ms(now))
@@ -227,7 +227,7 @@ func TestAPeersCountsAreCappedByWhatItsWindowHolds(t *testing.T) {
 func TestAStuffedWindowHashIsDropped(t *testing.T) {
 	w := newWorld(t)
 	admin := w.admin()
-	a := w.pod("a", false, cluster.WithDecideOn(cluster.DecideCluster))
+	a := w.pod("a", false, decideOn(cluster.DecideCluster))
 	a.sync()
 	now := w.clk.Now()
 	fields := make([]any, 0, 2*2000)

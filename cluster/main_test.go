@@ -106,8 +106,7 @@ func (w *world) podWith(id string, start bool, bopts []circuitbreaker.Option, op
 	}
 	l := new(listener)
 	opts = append([]cluster.Option{
-		cluster.WithNamespace("test"),
-		cluster.WithSyncInterval(interval),
+		clusterConf(),
 		cluster.WithClock(w.clk),
 		cluster.WithInstanceID(id),
 		cluster.WithListener(l),

@@ -138,24 +138,9 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// WithConfig sets every setting of c at once; options after it override
-// single settings.
+// WithConfig sets the settings: start from [DefaultConfig] and change
+// its fields. Default [DefaultConfig].
 func WithConfig(c Config) Option { return optionFunc(func(o *options) { o.Config = c }) }
-
-// WithNamespace sets the namespace. Default "meshless".
-func WithNamespace(ns string) Option { return optionFunc(func(o *options) { o.Namespace = ns }) }
-
-// WithSyncInterval sets how often the cluster syncs. Default 1s.
-func WithSyncInterval(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.SyncInterval = d })
-}
-
-// WithDecideOn sets which rates may open a breaker. Default [DecideEither].
-func WithDecideOn(d DecideOn) Option { return optionFunc(func(o *options) { o.DecideOn = d }) }
-
-// WithTimeout bounds each exchange with Redis. Default 0: half the sync
-// interval, at most one second.
-func WithTimeout(d time.Duration) Option { return optionFunc(func(o *options) { o.Timeout = d }) }
 
 // WithClock sets the clock that dates what the cluster writes and reads:
 // give it the breakers' clock. Default [resilience.SystemClock].

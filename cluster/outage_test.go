@@ -88,7 +88,7 @@ func TestARunningClusterWithoutRedisStopsCleanly(t *testing.T) {
 // once Redis answers.
 func TestRedisSlowMeansLocalDecisions(t *testing.T) {
 	w := newWorld(t)
-	a := w.pod("a", false, cluster.WithTimeout(100*time.Millisecond))
+	a := w.pod("a", false, clusterConf(func(c *cluster.Config) { c.Timeout = 100 * time.Millisecond }))
 	a.sync()
 	admin := redis.NewClient(&redis.Options{Addr: w.srv.Addr()})
 	defer admin.Close()

@@ -264,7 +264,7 @@ func TestAnIdleWindowNeverLooksStaleNorExpires(t *testing.T) {
 			a := w.pod("a", false)
 			// b decides on the cluster only: its 5 failures of 6 open it
 			// unless a's 10 successes count (5 of 16).
-			b := w.pod("b", false, cluster.WithDecideOn(cluster.DecideCluster))
+			b := w.pod("b", false, decideOn(cluster.DecideCluster))
 			b.rdb.AddHook(new(noWindowWrites)) // so that only a renews the hash
 			rec := record(a, w.clk)
 			b.sync() // b decides on the cluster's counts from now on
@@ -354,7 +354,7 @@ func TestCommandsPerSyncOfAThousandBreakers(t *testing.T) {
 				t.Cleanup(b.Close)
 				bs[i] = b
 			}
-			c, err := cluster.New(rdb, cluster.WithNamespace("test"), cluster.WithClock(w.clk), cluster.WithInstanceID("a"))
+			c, err := cluster.New(rdb, clusterConf(func(c *cluster.Config) { c.SyncInterval = time.Second }), cluster.WithClock(w.clk), cluster.WithInstanceID("a"))
 			if err != nil {
 				t.Fatal(err)
 			}

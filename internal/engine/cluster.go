@@ -45,11 +45,11 @@ func (e *Engine) startCluster(cfg *config.Config) error {
 		e.ownRedis = redis.NewClient(ro)
 		rdb = e.ownRedis
 	}
-	opts := []cluster.Option{cluster.WithConfig(ccfg), cluster.WithClock(e.opts.Clock)}
+	opts := []cluster.Option{cluster.WithClock(e.opts.Clock)} // besides the Config
 	if e.opts.ClusterListener != nil {
 		opts = append(opts, cluster.WithListener(e.opts.ClusterListener))
 	}
-	cl, err := cluster.New(rdb, opts...) // validates the settings now, whatever the namespace
+	cl, err := cluster.New(rdb, append(opts, cluster.WithConfig(ccfg))...) // validates the settings now, whatever the namespace
 	if err != nil {
 		if e.ownRedis != nil {
 			_ = e.ownRedis.Close()
@@ -70,7 +70,7 @@ func (e *Engine) startCluster(cfg *config.Config) error {
 // target: made and started on the transport's first call.
 type clusterBinding struct {
 	rdb  redis.UniversalClient
-	opts []cluster.Option
+	opts []cluster.Option // all but the Config
 	cfg  cluster.Config
 
 	bound  atomic.Bool // target is set
@@ -110,8 +110,9 @@ func (e *Engine) BindTarget(target string) {
 	}
 	b.target = target
 	b.bound.Store(true)
-	ns := targetNamespace(b.cfg.Namespace, target)
-	cl, err := cluster.New(b.rdb, append(b.opts[:len(b.opts):len(b.opts)], cluster.WithNamespace(ns))...)
+	cfg := b.cfg
+	cfg.Namespace = targetNamespace(b.cfg.Namespace, target)
+	cl, err := cluster.New(b.rdb, append(b.opts[:len(b.opts):len(b.opts)], cluster.WithConfig(cfg))...)
 	if err != nil { // cannot happen: the settings were validated by New, the namespace is valid by construction
 		slog.Error("meshless: cluster mode is off for this chain", "error", err)
 		return
