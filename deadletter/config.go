@@ -23,7 +23,7 @@ const (
 	OnRetriesExhausted
 )
 
-var triggerNames = [...]string{"CIRCUIT_OPEN", "RETRIES_EXHAUSTED"}
+var triggerNames = [...]string{resilience.ReasonCircuitOpen, "RETRIES_EXHAUSTED"}
 
 // ParseTrigger parses one trigger name: "CIRCUIT_OPEN" or
 // "RETRIES_EXHAUSTED" (any case).
