@@ -113,3 +113,42 @@ func TestWithRandomIsCalledOneAtATime(t *testing.T) {
 		t.Fatalf("the WithRandom source was called %d times while another call was in it", n)
 	}
 }
+
+// Calls that end in the same slot are counted exactly, however many end at
+// once: a count that meets its bucket being recycled waits for the new slot
+// instead of being dropped (a cold burst of 40 ending together lost one).
+// Each round, many goroutines end one call each at the same instant of a
+// new slot, released together, so that they meet the bucket's recycling.
+func TestCallsEndingTogetherInANewSlotAreAllCounted(t *testing.T) {
+	const rounds = 300
+	goroutines := 8 * runtime.GOMAXPROCS(0)
+	t0 := time.Unix(0, 0)
+	clock := resiliencetest.NewClock(t0)
+	th := newThrottler(t, clock)
+	slot := th.Config().Window / 10
+	for round := range rounds {
+		end := t0.Add(time.Duration(round) * slot)
+		clock.Set(end)
+		permits := make([]resilience.Permit, goroutines)
+		for i := range permits {
+			var err error
+			if _, permits[i], err = th.Enter(context.Background()); err != nil {
+				t.Fatalf("round %d: a healthy backend's call was throttled: %v", round, err)
+			}
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, p := range permits {
+			wg.Go(func() {
+				<-start
+				_ = th.Exit(context.Background(), p, ok(end))
+			})
+		}
+		close(start)
+		wg.Wait()
+		want := int64(min(round+1, 10) * goroutines)
+		if r, a := th.Counts(); r != want || a != want {
+			t.Fatalf("round %d: %d requests and %d accepts in the window, want %d of each", round, r, a, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -233,18 +234,20 @@ func (t *Throttler) epoch(at time.Time) int64 {
 //   - A bucket is recycled in three steps: its epoch is swapped from the old
 //     slot to resetting (a compare-and-swap: one caller wins), its counts
 //     are zeroed, and the new slot is published. A count that meets
-//     resetting is dropped, so that no count of the new slot is zeroed
-//     with the old ones and no reader takes the old counts for the new
-//     slot's.
+//     resetting waits (yielding) until the slot is published and tries
+//     again, so that no count of the new slot is zeroed with the old ones,
+//     none is lost, and no reader takes the old counts for the new slot's.
+//     The wait is the recycler's two stores.
 //   - A count that read its own (old) slot in the bucket just before the
 //     swap, and adds after the counts were zeroed, lands in the new slot: it
 //     moves forward by a window or more (the bucket's old slot was leaving
-//     the window anyway).
+//     the window anyway). This needs calls ending a whole window apart at
+//     the same instant.
 //
-// Either way only the calls inside count at the moment that bucket is
-// recycled are affected: at a rollover, at most one count per other
-// goroutine counting at that instant is lost or moved, and a window sees
-// ten rollovers. Sequentially (one caller at a time) the counts are exact.
+// Only the calls inside count at the moment a bucket is recycled for a
+// slot a window newer are affected: at most one count per other goroutine
+// counting at that instant is moved. Calls that end in the same slot are
+// counted exactly, however many end at once (a cold burst's).
 // TestConcurrentCountsAtRolloversWithinTheBound checks the bound.
 func (t *Throttler) count(e int64, accepted bool) {
 	delta := uint64(oneRequest)
@@ -258,7 +261,9 @@ func (t *Throttler) count(e int64, accepted bool) {
 		case be == e:
 			b.counts.Add(delta)
 			return
-		case be > e, be == resetting:
+		case be == resetting:
+			runtime.Gosched() // another caller is recycling the bucket
+		case be > e:
 			return
 		case b.epoch.CompareAndSwap(be, resetting):
 			b.counts.Store(0)
