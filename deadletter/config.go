@@ -25,8 +25,8 @@ const (
 
 var triggerNames = [...]string{resilience.ReasonCircuitOpen, "RETRIES_EXHAUSTED"}
 
-// ParseTrigger parses one trigger name: "CIRCUIT_OPEN" or
-// "RETRIES_EXHAUSTED" (any case).
+// ParseTrigger parses one trigger name: CIRCUIT_OPEN or
+// RETRIES_EXHAUSTED (any case).
 func ParseTrigger(s string) (Trigger, error) {
 	for i, n := range triggerNames {
 		if strings.EqualFold(s, n) {
@@ -39,7 +39,7 @@ func ParseTrigger(s string) (Trigger, error) {
 // Has reports whether t includes every trigger of u.
 func (t Trigger) Has(u Trigger) bool { return u != 0 && t&u == u }
 
-// String returns the trigger names joined by "|", e.g. "CIRCUIT_OPEN".
+// String returns the trigger names joined by "|", e.g. CIRCUIT_OPEN.
 func (t Trigger) String() string {
 	var parts []string
 	for i, n := range triggerNames {
