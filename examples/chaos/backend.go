@@ -1,6 +1,7 @@
 // This file holds the backend: a gRPC server (grpc.testing.TestService over
-// loopback TCP) of fixed capacity, whose behaviour the schedule moves from
-// healthy to overloaded, failing, hanging and back; and the schedule itself.
+// loopback TCP), or with -transport http an HTTP server answering the same
+// way, of fixed capacity, whose behaviour the schedule moves from healthy to
+// overloaded, failing, hanging and back; and the schedule itself.
 
 package main
 
@@ -8,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -95,9 +97,11 @@ type backend struct {
 	shed     atomic.Int64
 	inflight atomic.Int64
 	peak     atomic.Int64
-	srv      *grpc.Server
-	target   string            // for grpc.NewClient
-	dialOpts []grpc.DialOption // what reaching target needs
+	srv      *grpc.Server                                                      // or nil, with -transport http
+	target   string                                                            // for grpc.NewClient
+	dialOpts []grpc.DialOption                                                 // what reaching target needs
+	httpSrv  *http.Server                                                      // with -transport http, or nil
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error) // reaches httpSrv
 }
 
 // listenFunc starts a listener for a backend and says how a client reaches
@@ -113,8 +117,9 @@ func listenTCP() (net.Listener, string, []grpc.DialOption, error) {
 	return lis, lis.Addr().String(), nil, nil
 }
 
-// startBackend starts a backend of capacity c on a listener from listen.
-func startBackend(listen listenFunc, c capacity) (*backend, error) {
+// startBackend starts a backend of capacity c on a listener from listen,
+// serving gRPC, or HTTP when transport is "http".
+func startBackend(listen listenFunc, c capacity, transport string) (*backend, error) {
 	lis, target, opts, err := listen()
 	if err != nil {
 		return nil, err
@@ -123,20 +128,46 @@ func startBackend(listen listenFunc, c capacity) (*backend, error) {
 		cap:      c,
 		admitted: make(chan struct{}, c.Workers+c.Queue),
 		workers:  make(chan struct{}, c.Workers),
-		srv:      grpc.NewServer(),
 		target:   target,
 		dialOpts: opts,
 	}
+	if transport == transportHTTP {
+		b.httpSrv, b.dial = &http.Server{Handler: b}, dialerOf(lis)
+		go b.httpSrv.Serve(lis) //nolint:errcheck // Serve returns once stop is called
+		return b, nil
+	}
+	b.srv = grpc.NewServer()
 	testgrpc.RegisterTestServiceServer(b.srv, b)
 	go b.srv.Serve(lis) //nolint:errcheck // Serve returns once stop is called
 	return b, nil
+}
+
+// dialerOf returns how an HTTP client reaches lis, whatever the request's
+// host: an in-memory listener's own dial (the tests'), or its TCP address.
+func dialerOf(lis net.Listener) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d, ok := lis.(interface {
+		DialContext(context.Context) (net.Conn, error)
+	}); ok {
+		return func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx) }
+	}
+	addr := lis.Addr().String()
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
 }
 
 // set changes how the backend answers the requests that arrive from now on.
 func (b *backend) set(bh behaviour) { b.mode.Store(int32(bh)) }
 
 // stop ends the server and every call still open on it.
-func (b *backend) stop() { b.srv.Stop() }
+func (b *backend) stop() {
+	if b.httpSrv != nil {
+		_ = b.httpSrv.Close()
+		return
+	}
+	b.srv.Stop()
+}
 
 // UnaryCall is the one method the clients call.
 func (b *backend) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
@@ -218,14 +249,17 @@ func (p phase) describe(cfg config) string {
 		return fmt.Sprintf("%d calls a second; the backend's %d workers take %v a call (%.0f calls a second at most), %d more calls wait in its queue",
 			cfg.Rate, c.Workers, c.Work, c.perSecond(), c.Queue)
 	case overloaded:
-		shed := "UNAVAILABLE"
-		if c.Shed == shedPushback {
+		shed := cfg.unavailable()
+		switch {
+		case c.Shed == shedPushback && cfg.Transport == transportHTTP:
+			shed = fmt.Sprintf("429 with Retry-After %v", max(time.Second, c.pushback().Round(time.Second)))
+		case c.Shed == shedPushback:
 			shed = fmt.Sprintf("RESOURCE_EXHAUSTED, pushback %v", c.pushback())
 		}
 		return fmt.Sprintf("%.0f calls a second, %gx what the backend serves: calls queue, and beyond %d queued it sheds them (%s)",
 			cfg.rate(p), cfg.Load, c.Queue, shed)
 	case failing:
-		return "the backend answers UNAVAILABLE at once"
+		return "the backend answers " + cfg.unavailable() + " at once"
 	case hanging:
 		return "the backend accepts calls and never answers"
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ type client struct {
 	deadline time.Duration // set on each call's context; 0: none
 	conn     *grpc.ClientConn
 	stub     testgrpc.TestServiceClient
+	http     *http.Client // with -transport http, instead of conn and stub
 	st       *stats
 	series   *series // on the timeline, or nil
 }
@@ -45,6 +47,9 @@ func newClients(cfg config, obs resilience.Observer) (cs []*client, err error) {
 			cs = nil
 		}
 	}()
+	if cfg.Transport == transportHTTP {
+		return newHTTPClients(cfg, obs)
+	}
 	chain, err := grpcmw.New(cfg.Client, grpcmw.WithObserver(obs))
 	if err != nil {
 		return nil, err
@@ -57,11 +62,7 @@ func newClients(cfg config, obs resilience.Observer) (cs []*client, err error) {
 		{"bare", fmt.Sprintf("a plain gRPC client, a %v deadline per call, nothing else", cfg.Timeout), cfg.Timeout, nil},
 		{"meshless", "the same calls through a meshless chain (client.yaml below)", 0, chain.DialOptions()},
 	} {
-		listen := cfg.Listen
-		if listen == nil {
-			listen = listenTCP
-		}
-		b, err := startBackend(listen, cfg.Capacity)
+		b, err := startBackend(cfg.listen(), cfg.Capacity, transportGRPC)
 		if err != nil {
 			return cs, err
 		}
@@ -80,6 +81,41 @@ func newClients(cfg config, obs resilience.Observer) (cs []*client, err error) {
 		}
 		cl.conn.Connect()
 		cl.stub = testgrpc.NewTestServiceClient(cl.conn)
+	}
+	return cs, nil
+}
+
+// newHTTPClients is newClients over HTTP: a plain net/http client with a
+// deadline per call, and one whose transport httpmw wraps, each with its
+// own backend.
+func newHTTPClients(cfg config, obs resilience.Observer) (cs []*client, err error) {
+	defer func() {
+		if err != nil {
+			closeClients(cs)
+			cs = nil
+		}
+	}()
+	var bs []*backend
+	for _, c := range []struct {
+		name, about string
+		deadline    time.Duration
+	}{
+		{"bare", fmt.Sprintf("a plain net/http client, a %v deadline per call, nothing else", cfg.Timeout), cfg.Timeout},
+		{"meshless", "the same requests through httpmw's RoundTripper (client.yaml below, with HTTP's status codes)", 0},
+	} {
+		b, err := startBackend(cfg.listen(), cfg.Capacity, transportHTTP)
+		if err != nil {
+			return cs, err
+		}
+		bs = append(bs, b)
+		cs = append(cs, &client{name: c.name, about: c.about, backend: b, deadline: c.deadline, st: newStats(len(cfg.Schedule))})
+	}
+	hcs, err := httpClients(cfg, obs, bs)
+	if err != nil {
+		return cs, err
+	}
+	for i, hc := range hcs {
+		cs[i].http = hc
 	}
 	return cs, nil
 }
@@ -117,7 +153,16 @@ func (c *client) call(ctx context.Context, p int, req *testgrpc.SimpleRequest) {
 		defer cancel()
 	}
 	start := time.Now()
-	_, err := c.stub.UnaryCall(ctx, req)
+	var err error
+	if c.http != nil {
+		path := pathFound
+		if codes.Code(req.GetResponseStatus().GetCode()) == codes.NotFound {
+			path = pathMissing
+		}
+		err = get(ctx, c.http, path)
+	} else {
+		_, err = c.stub.UnaryCall(ctx, req)
+	}
 	d := time.Since(start)
 	c.st.record(p, d, int(sent.Load()), err)
 	c.series.add(start, d, int(sent.Load()), err == nil || status.Code(err) == codes.NotFound)

@@ -29,6 +29,14 @@
 // requests that reached the backend and per call, and which client did
 // better (stated plainly, also where meshless does worse).
 //
+// With -transport http the backend scenario runs over HTTP: the backends
+// are net/http servers answering the same way (503 while failing or
+// shedding, 429 with Retry-After with -shed pushback, 404 for the missing
+// item), bare is a plain net/http client with the same deadline per
+// request, and meshless's transport is an httpmw RoundTripper built from
+// the same client.yaml (its defaults, with HTTP's status lists). The
+// printout and the picture use HTTP's words.
+//
 // In the pods scenario, four gRPC pods serve the same service and a manual
 // resolver gives both clients all four addresses: bare balances them with
 // plain round_robin, meshless with the meshless_outlier balancer that
@@ -86,6 +94,7 @@
 //
 //	go run ./examples/chaos                  # about 47 seconds
 //	go run ./examples/chaos -scenario pods   # one scenario
+//	go run ./examples/chaos -scenario backend -transport http
 //	go run ./examples/chaos -scenario cluster -redis 127.0.0.1:6379
 //	go run ./examples/chaos -scenario events -events-max-entries 300
 //	go run ./examples/chaos -phase 1s        # every phase 1s long

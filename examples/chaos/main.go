@@ -37,6 +37,15 @@ type config struct {
 	Quiet      bool       // print the summary only
 	Listen     listenFunc // where the backends listen; nil: loopback TCP
 	Timeline   *track     // records each call on the picture; nil: none
+	Transport  string     // what the clients speak: "grpc" (the default) or "http"
+}
+
+// listen returns where the backends listen: Listen, or loopback TCP.
+func (c config) listen() listenFunc {
+	if c.Listen == nil {
+		return listenTCP
+	}
+	return c.Listen
 }
 
 func defaultConfig() (config, error) {
@@ -58,6 +67,7 @@ func defaultConfig() (config, error) {
 		Timeout:    500 * time.Millisecond,
 		Client:     client,
 		ClientYAML: clientYAML,
+		Transport:  transportGRPC,
 	}, nil
 }
 
@@ -109,6 +119,9 @@ func (c config) validate() error {
 	}
 	if c.Capacity.FailEvery < 0 || c.Capacity.FailEvery == 1 {
 		errs = append(errs, fmt.Errorf("fail-every must be 0 (none) or 2 or more, got %d", c.Capacity.FailEvery))
+	}
+	if c.Transport != transportGRPC && c.Transport != transportHTTP {
+		errs = append(errs, fmt.Errorf("transport must be %q or %q, got %q", transportGRPC, transportHTTP, c.Transport))
 	}
 	if c.Capacity.Shed != shedUnavailable && c.Capacity.Shed != shedPushback {
 		errs = append(errs, fmt.Errorf("shed must be %q or %q, got %q", shedUnavailable, shedPushback, c.Capacity.Shed))
@@ -189,6 +202,7 @@ func main() {
 	flag.StringVar(&cfg.Capacity.Shed, "shed", cfg.Capacity.Shed, `how the backend sheds: "unavailable" (UNAVAILABLE) or "pushback" (RESOURCE_EXHAUSTED with a grpc-retry-pushback-ms trailer)`)
 	flag.IntVar(&cfg.Capacity.FailEvery, "fail-every", 0, "make the backend fail one request in N it serves with UNAVAILABLE, in every phase (0: none)")
 	timeout := flag.Duration("timeout", cfg.Timeout, "the bare client's deadline per call, and the meshless client's per-attempt timeout (its overall timeout is twice that)")
+	flag.StringVar(&cfg.Transport, "transport", cfg.Transport, `what the backend scenario's clients and backends speak: "grpc" or "http" (net/http beside httpmw's RoundTripper, from the same client.yaml)`)
 	flag.BoolVar(&cfg.Quiet, "quiet", false, "print the summary only")
 	every := flag.Duration("phase", 0, "length of every phase, when set (overrides "+strings.Join(names, ", ")+")")
 	metricsAddr := flag.String("metrics", "127.0.0.1:9464", `serve the meshless client's metrics at http://ADDR/metrics ("" for none)`)
@@ -247,6 +261,9 @@ func run(ctx context.Context, cfg config, w io.Writer) (summary, error) {
 	}
 	start := time.Now()
 	cfg.Timeline.begin(start)
+	if cfg.Timeline != nil {
+		cfg.Timeline.transport = cfg.Transport // read only once the run is over
+	}
 	events := make(chan transition, 64)
 	clients, err := newClients(cfg, resilience.Observers(cfg.Observer, transitionsTo(events, start)))
 	if err != nil {

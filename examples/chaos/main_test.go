@@ -32,7 +32,8 @@ func listenBufconn() (net.Listener, string, []grpc.DialOption, error) {
 	return lis, "passthrough:///bufconn", []grpc.DialOption{grpc.WithContextDialer(dial)}, nil
 }
 
-// runInBubble plays cfg in a synctest bubble over bufconn. Its time is fake:
+// runInBubble plays cfg in a synctest bubble over bufconn (net.Pipe for
+// HTTP: see listenPipe). Its time is fake:
 // it advances only when every goroutine of the run waits, so every latency,
 // deadline, backoff and phase is exact, however loaded the machine is.
 // Calls that start at the same instant may still run in any order, so the
@@ -42,6 +43,9 @@ func runInBubble(t *testing.T, cfg config, w io.Writer) summary {
 	var sum summary
 	synctest.Test(t, func(t *testing.T) {
 		cfg.Listen = listenBufconn
+		if cfg.Transport == transportHTTP {
+			cfg.Listen = listenPipe
+		}
 		var err error
 		if sum, err = run(t.Context(), cfg, w); err != nil {
 			t.Fatalf("run: %v", err)
@@ -407,5 +411,48 @@ func TestJudge(t *testing.T) {
 				t.Errorf("judge = %+v, want winner %s, why with %q", v, tc.winner, tc.whyHas)
 			}
 		})
+	}
+}
+
+// With -transport http the backend scenario runs over HTTP — a net/http
+// client with a deadline beside httpmw's RoundTripper, from the same
+// client.yaml — with the same outcome: a 404 is an answer, the breaker
+// opens on the failing backend's 503s and on its hang, and meshless sends
+// the backend far fewer requests per call than bare while it fails and
+// hangs, and none twice.
+func TestTheBackendScenarioOverHTTP(t *testing.T) {
+	cfg := shortConfig(t)
+	cfg.Transport = transportHTTP
+	var out bytes.Buffer
+	sum := runInBubble(t, cfg, &out)
+	t.Logf("output:\n%s", out.String())
+	for _, want := range []string{"2 HTTP clients", "404 fail  rej in-flight", "answered 404 (a business answer)", "failed (503, timeouts…)", "success (OK or 404)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output does not say %q: it does not speak HTTP", want)
+		}
+	}
+	bare, mesh := sum.Clients[0], sum.Clients[1]
+	for _, c := range sum.Clients {
+		for i, r := range append(c.Phases, c.Total) {
+			if r.Calls != r.Answered()+r.Failed+r.Rejected() {
+				t.Errorf("%s, phase %d: counts do not add up: %+v", c.Name, i, r.tally)
+			}
+		}
+		h := c.Phases[phaseHealthy]
+		if h.Rejected() != 0 || h.Failed != 0 || h.NotFound == 0 || h.OK == 0 {
+			t.Errorf("%s in the healthy phase: %+v, want 200 and 404 answers only", c.Name, h.tally)
+		}
+	}
+	if bare.Total.Rejected() != 0 || bare.Total.Reached != bare.Total.Calls {
+		t.Errorf("bare: %+v, want every call sent once and none rejected", bare.Total.tally)
+	}
+	for _, p := range []int{phaseFailing, phaseHanging} {
+		b, m := bare.Phases[p], mesh.Phases[p]
+		if m.Open == 0 || 2*m.Reached > b.Reached {
+			t.Errorf("phase %d: meshless %+v, bare %+v: want the breaker to refuse calls and meshless to send under half of bare's requests", p, m.tally, b.tally)
+		}
+	}
+	if len(sum.Transitions) == 0 {
+		t.Error("the breaker never moved")
 	}
 }

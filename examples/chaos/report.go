@@ -84,16 +84,17 @@ func (s *story) header() {
 	for _, p := range s.cfg.Schedule {
 		sched = append(sched, fmt.Sprintf("%s %v", p, p.Duration))
 	}
-	fmt.Fprintf(s.w, "chaos: %d gRPC clients call their own backend %d times a second each, every call in its own goroutine;\n"+
-		"half of the calls look up an item that does not exist (NOT_FOUND, a business answer)\n",
-		len(s.clients), s.cfg.Rate)
+	v := wordsOf(s.cfg.Transport)
+	fmt.Fprintf(s.w, "chaos: %d %s clients call their own backend %d times a second each, every call in its own goroutine;\n"+
+		"half of the calls look up an item that does not exist (%s, a business answer)\n",
+		len(s.clients), v.proto, s.cfg.Rate, v.notFound)
 	for _, c := range s.clients {
 		fmt.Fprintf(s.w, "  %-9s %s\n", c.name, c.about)
 	}
 	fmt.Fprintf(s.w, "  %-9s %s\n", "schedule", strings.Join(sched, " → "))
-	fmt.Fprintf(s.w, "  %-9s per client, since the line before: calls started, and calls that ended ok, NOT_FOUND,\n"+
+	fmt.Fprintf(s.w, "  %-9s per client, since the line before: calls started, and calls that ended ok, %s,\n"+
 		"  %-9s failed or rejected by meshless itself; then the client's calls in flight (each a goroutine)\n"+
-		"  %-9s now; last, the goroutines of the whole process (both clients, both backends, the runtime)\n\n", "columns", "", "")
+		"  %-9s now; last, the goroutines of the whole process (both clients, both backends, the runtime)\n\n", "columns", v.notFound, "", "")
 	fmt.Fprintln(s.w, "  "+strings.ReplaceAll(strings.TrimSpace(s.cfg.ClientYAML), "\n", "\n  "))
 	fmt.Fprintln(s.w)
 	fmt.Fprintf(s.w, "%*s", leftW, "")
@@ -103,7 +104,7 @@ func (s *story) header() {
 	fmt.Fprintf(s.w, " %s", center("process", 11))
 	fmt.Fprintf(s.w, "\n%9s  %-10s", "time", "phase")
 	for range s.clients {
-		fmt.Fprintf(s.w, " %5s %4s %9s %4s %4s %9s", "calls", "ok", "NOT_FOUND", "fail", "rej", "in-flight")
+		fmt.Fprintf(s.w, " %5s %4s %9s %4s %4s %9s", "calls", "ok", v.notFound, "fail", "rej", "in-flight")
 	}
 	fmt.Fprintf(s.w, " %11s\n", "goroutines")
 }
@@ -217,7 +218,8 @@ type summary struct {
 	Clients     []clientSummary
 	Verdicts    []verdict // by phase: the first client against the last
 	Transitions []transition
-	Interrupted bool // the run's context ended before the schedule did
+	Interrupted bool   // the run's context ended before the schedule did
+	Transport   string // what the clients spoke: "grpc" or "http"
 }
 
 type clientSummary struct {
@@ -231,7 +233,7 @@ type clientSummary struct {
 
 // summarize reads the clients' stats once every call is over.
 func summarize(cfg config, clients []*client, trs []transition, elapsed time.Duration) summary {
-	sum := summary{Elapsed: elapsed, Schedule: cfg.Schedule, Capacity: cfg.Capacity, Timeout: cfg.Timeout, Transitions: trs}
+	sum := summary{Elapsed: elapsed, Schedule: cfg.Schedule, Capacity: cfg.Capacity, Timeout: cfg.Timeout, Transitions: trs, Transport: cfg.Transport}
 	for _, p := range cfg.Schedule {
 		sum.Rates = append(sum.Rates, cfg.rate(p))
 	}
@@ -290,9 +292,26 @@ type verdict struct {
 	Why    string
 }
 
-// verdictRule states, for the summary, how judge decides.
-const verdictRule = "who did better: the higher success rate (OK or NOT_FOUND; a tie within 2 points); on a tie,\n" +
-	"fewer backend requests per call (a tie within 10 %); then the lower p99 (a tie within 10 % or 1ms)"
+// verdictRule states, for the summary, how judge decides; notFound is the
+// transport's business answer.
+func verdictRule(notFound string) string {
+	return "who did better: the higher success rate (OK or " + notFound + "; a tie within 2 points); on a tie,\n" +
+		"fewer backend requests per call (a tie within 10 %); then the lower p99 (a tie within 10 % or 1ms)"
+}
+
+// words are how a transport names the calls' outcomes.
+type words struct {
+	proto    string // the protocol
+	notFound string // the business answer half of the calls get
+	failed   string // the failures a bare client sees
+}
+
+func wordsOf(transport string) words {
+	if transport == transportHTTP {
+		return words{"HTTP", "404", "503, timeouts…"}
+	}
+	return words{"gRPC", "NOT_FOUND", "UNAVAILABLE, DEADLINE_EXCEEDED…"}
+}
 
 // judge compares a and b, the results of the clients named na and nb in one
 // phase, by the criteria verdictRule states, in that order. When a later
@@ -381,12 +400,13 @@ func (s summary) print(w io.Writer) {
 		return func(c clientSummary) string { return fmtDur(f(r(c))) }
 	}
 	total := func(c clientSummary) result { return c.Total }
+	v := wordsOf(s.Transport)
 	row("", func(c clientSummary) string { return c.Name })
 	row("calls made", n(func(r result) int { return r.Calls }, total))
 	row("  requests the backend received (retries too)", n(func(r result) int { return r.Reached }, total))
 	row("  answered OK", n(func(r result) int { return r.OK }, total))
-	row("  answered NOT_FOUND (a business answer)", n(func(r result) int { return r.NotFound }, total))
-	row("  failed (UNAVAILABLE, DEADLINE_EXCEEDED…)", n(func(r result) int { return r.Failed }, total))
+	row("  answered "+v.notFound+" (a business answer)", n(func(r result) int { return r.NotFound }, total))
+	row("  failed ("+v.failed+")", n(func(r result) int { return r.Failed }, total))
 	row("  rejected fast: breaker open (CIRCUIT_OPEN)", n(func(r result) int { return r.Open }, total))
 	row("  rejected fast: throttled (THROTTLED)", n(func(r result) int { return r.Throttled }, total))
 	row("  rejected fast: bulkhead full (BULKHEAD_FULL)", n(func(r result) int { return r.Full }, total))
@@ -397,7 +417,7 @@ func (s summary) print(w io.Writer) {
 	row("peak calls running in the backend", func(c clientSummary) string { return fmt.Sprint(c.PeakBackend) })
 	row("requests the backend shed (queue full)", func(c clientSummary) string { return fmt.Sprint(c.Shed) })
 	if len(s.Verdicts) > 0 {
-		fmt.Fprintf(w, "\n  %s\n", strings.ReplaceAll(verdictRule, "\n", "\n  "))
+		fmt.Fprintf(w, "\n  %s\n", strings.ReplaceAll(verdictRule(v.notFound), "\n", "\n  "))
 	}
 	for i, p := range s.Schedule {
 		if p.Duration == 0 {
@@ -406,7 +426,7 @@ func (s summary) print(w io.Writer) {
 		ph := func(c clientSummary) result { return c.Phases[i] }
 		fmt.Fprintf(w, "  while %s (%.0f calls a second)\n", p, s.Rates[i])
 		row("  calls made", n(func(r result) int { return r.Calls }, ph))
-		row("  success (OK or NOT_FOUND)", func(c clientSummary) string { return fmt.Sprintf("%.1f%%", c.Phases[i].SuccessRate()) })
+		row("  success (OK or "+v.notFound+")", func(c clientSummary) string { return fmt.Sprintf("%.1f%%", c.Phases[i].SuccessRate()) })
 		row("  failed", n(func(r result) int { return r.Failed }, ph))
 		row("  rejected fast", n(func(r result) int { return r.Rejected() }, ph))
 		row("  latency p50", d(func(r result) time.Duration { return r.P50 }, ph))

@@ -110,7 +110,7 @@ func backendAbout(cfg config) []string {
 		case overloaded:
 			about = fmt.Sprintf("%s: %g× capacity", p.Name, cfg.Load)
 		case failing:
-			about = p.Name + ": UNAVAILABLE"
+			about = p.Name + ": " + cfg.unavailable()
 		case hanging:
 			about = p.Name + ": no answer"
 		}

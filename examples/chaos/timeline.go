@@ -71,9 +71,10 @@ func binFor(length time.Duration) time.Duration {
 // phases, the states of its breakers or pods, and counted events. A nil
 // *track records nothing.
 type track struct {
-	scenario string
-	length   time.Duration
-	bin      time.Duration
+	scenario  string
+	length    time.Duration
+	bin       time.Duration
+	transport string // the backend scenario's: "grpc" or "http"
 
 	mu      sync.Mutex
 	origin  time.Time
@@ -226,20 +227,21 @@ func (k *track) tally(name string, at time.Duration) {
 
 // snapshot is a copy of what a track recorded, for drawing.
 type snapshot struct {
-	scenario string
-	length   time.Duration
-	bin      time.Duration
-	series   map[string]*series
-	spans    []span
-	rows     []stateRow
-	tallies  map[string][]time.Duration // each sorted
-	tnames   []string
+	scenario  string
+	length    time.Duration
+	bin       time.Duration
+	transport string
+	series    map[string]*series
+	spans     []span
+	rows      []stateRow
+	tallies   map[string][]time.Duration // each sorted
+	tnames    []string
 }
 
 func (k *track) snapshot() snapshot {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	s := snapshot{scenario: k.scenario, length: k.length, bin: k.bin, series: map[string]*series{}, spans: slices.Clone(k.spans),
+	s := snapshot{scenario: k.scenario, length: k.length, bin: k.bin, transport: k.transport, series: map[string]*series{}, spans: slices.Clone(k.spans),
 		tallies: map[string][]time.Duration{}, tnames: slices.Clone(k.tnames)}
 	for n, v := range k.byName {
 		s.series[n] = v

@@ -458,3 +458,39 @@ func TestNilTimeline(t *testing.T) {
 		t.Errorf("a nil timeline gave a track or a series")
 	}
 }
+
+// The backend scenario over HTTP draws its section with HTTP's words, and
+// no text clipped or overlapping.
+func TestTimelineOfTheBackendOverHTTP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "backend-http.svg")
+	var res results
+	synctest.Test(t, func(t *testing.T) {
+		cfg := shortConfig(t)
+		cfg.Quiet, cfg.Transport, cfg.Listen = true, transportHTTP, listenPipe
+		var err error
+		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "backend", SVG: path}, io.Discard)
+		if err != nil {
+			t.Fatalf("runScenarios: %v", err)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	secs, err := res.Timeline.sections()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay, problems := pictureProblems(t, secs)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if len(lay.sections) != 1 || lay.sections[0].scenario != "backend" || len(lay.sections[0].panels) != 4 {
+		t.Fatalf("layout %+v: want the backend's section alone, with its four panels", lay.sections)
+	}
+	texts := svgTexts(t, path)
+	for _, want := range []string{"bare: net/http with a deadline, nothing else", "calls answered (200, or 404: the backend's business answer), % of the calls started in each 200ms", "failing: 503"} {
+		if !slices.Contains(texts, want) {
+			t.Errorf("the picture has no text %q: %q", want, texts)
+		}
+	}
+}

@@ -73,10 +73,17 @@ func backendSection(s snapshot) (section, error) {
 	bare, mesh := s.series["bare"].points(), s.series["meshless"].points()
 	xmax, gap := s.length.Seconds(), 1.5*s.bin.Seconds()
 	per := perBin(s.bin)
+	title, bareLegend, answered := "backend: two clients, each calling its own backend, which gets overloaded, fails, hangs, then recovers",
+		"bare: a gRPC deadline, nothing else", "calls answered (OK, or NOT_FOUND: the backend's business answer)"
+	if s.transport == transportHTTP {
+		title = "backend over HTTP: two clients, each with its own backend: overloaded, failing, hanging, recovered"
+		bareLegend = "bare: net/http with a deadline, nothing else"
+		answered = "calls answered (200, or 404: the backend's business answer)"
+	}
 	sec := section{
-		title: "backend: two clients, each calling its own backend, which gets overloaded, fails, hangs, then recovers",
+		title: title,
 		legend: []legendItem{
-			{"bare: a gRPC deadline, nothing else", lineThumb{colorBare}},
+			{bareLegend, lineThumb{colorBare}},
 			{"meshless: client.yaml's breaker, retries, bulkhead, timeouts", lineThumb{colorMeshless}},
 		},
 		spans: s.spans, xmax: xmax,
@@ -107,7 +114,7 @@ func backendSection(s snapshot) (section, error) {
 		return sec, err
 	}
 	sec.panels = []panel{
-		{"calls answered (OK, or NOT_FOUND: the backend's business answer), % of the calls started in each " + per, succ, lineH, nil},
+		{answered + ", % of the calls started in each " + per, succ, lineH, nil},
 		{"p99 latency of those calls, ms", lat, lineH, nil},
 		{"requests that reached the backend per call, retries included: bare sends each call, meshless stops sending to a backend that fails", reqs, lineH, nil},
 		{"meshless's circuit breaker:", cb, rowH * vg.Length(len(rows)), []legendItem{
