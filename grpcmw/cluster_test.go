@@ -171,8 +171,11 @@ func TestClusterPodAOpensAndBAndCRejectWithinOneSync(t *testing.T) {
 	c.calls(t, 1, codes.OK)
 	be.answer(codes.Unavailable)
 	a.calls(t, 6, codes.Unavailable)
-	if a.state() != circuitbreaker.StateOpen || b.state() != circuitbreaker.StateClosed {
-		t.Fatalf("A %v, B %v: want A open on its own, B closed", a.state(), b.state())
+	// A opens on its own. B's state is not checked here: B has seen only
+	// OKs, and the open A publishes on the channel can reach B before any
+	// sync, within microseconds (B then reads OPEN already).
+	if a.state() != circuitbreaker.StateOpen {
+		t.Fatalf("A %v: want A open on its own", a.state())
 	}
 	a.sync(t) // A's sync publishes the open (the channel may be quicker)
 	b.sync(t)
