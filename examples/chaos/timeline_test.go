@@ -270,18 +270,21 @@ func TestTimelineOfEveryScenario(t *testing.T) {
 	}
 }
 
-// One scenario draws its own section and nothing else: no empty panels.
-func TestTimelineOfOneScenario(t *testing.T) {
-	cl := shortClusterConfig(t)
-	cl.Run = 2 * time.Second
-	cl.Quiet = true
-	path := filepath.Join(t.TempDir(), "cluster.svg")
+// drawOneScenario runs one scenario (opts, which names the SVG file) of the
+// short config, set by edit, in a synctest bubble, and returns its sections
+// and their layout, failing the test on any text clipped or overlapping.
+// edit returns the backends' listener, or nil to keep shortConfig's.
+func drawOneScenario(t *testing.T, edit func(*config) listenFunc, opts scenarioOptions) ([]section, layout) {
+	t.Helper()
 	var res results
 	synctest.Test(t, func(t *testing.T) {
 		cfg := shortConfig(t)
 		cfg.Quiet = true
+		if l := edit(&cfg); l != nil {
+			cfg.Listen = l
+		}
 		var err error
-		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "cluster", SVG: path, Cluster: cl}, io.Discard)
+		res, err = runScenarios(t.Context(), cfg, opts, io.Discard)
 		if err != nil {
 			t.Fatalf("runScenarios: %v", err)
 		}
@@ -297,6 +300,16 @@ func TestTimelineOfOneScenario(t *testing.T) {
 	for _, p := range problems {
 		t.Error(p)
 	}
+	return secs, lay
+}
+
+// One scenario draws its own section and nothing else: no empty panels.
+func TestTimelineOfOneScenario(t *testing.T) {
+	cl := shortClusterConfig(t)
+	cl.Run = 2 * time.Second
+	cl.Quiet = true
+	path := filepath.Join(t.TempDir(), "cluster.svg")
+	secs, lay := drawOneScenario(t, func(cfg *config) listenFunc { return nil }, scenarioOptions{Scenario: "cluster", SVG: path, Cluster: cl})
 	if len(lay.sections) != 1 || lay.sections[0].scenario != "cluster" || len(lay.sections[0].panels) != 2 {
 		t.Fatalf("layout %+v: want the cluster's section alone, with its two panels", lay.sections)
 	}
@@ -463,27 +476,10 @@ func TestNilTimeline(t *testing.T) {
 // no text clipped or overlapping.
 func TestTimelineOfTheBackendOverHTTP(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "backend-http.svg")
-	var res results
-	synctest.Test(t, func(t *testing.T) {
-		cfg := shortConfig(t)
-		cfg.Quiet, cfg.Transport, cfg.Listen = true, transportHTTP, listenPipe
-		var err error
-		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "backend", SVG: path}, io.Discard)
-		if err != nil {
-			t.Fatalf("runScenarios: %v", err)
-		}
-	})
-	if t.Failed() {
-		t.FailNow()
-	}
-	secs, err := res.Timeline.sections()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lay, problems := pictureProblems(t, secs)
-	for _, p := range problems {
-		t.Error(p)
-	}
+	_, lay := drawOneScenario(t, func(cfg *config) listenFunc {
+		cfg.Transport = transportHTTP
+		return listenPipe
+	}, scenarioOptions{Scenario: "backend", SVG: path})
 	if len(lay.sections) != 1 || lay.sections[0].scenario != "backend" || len(lay.sections[0].panels) != 4 {
 		t.Fatalf("layout %+v: want the backend's section alone, with its four panels", lay.sections)
 	}
