@@ -2,6 +2,7 @@ package grpcmw
 
 import (
 	"context"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -17,15 +18,27 @@ import (
 func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, fullMethod string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		m := c.lookup(fullMethod, cc)
-		u := unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts,
-			pushback: m.ReadsPushback()}
 		if !m.Hedges() {
-			_, err := m.Run(ctx, &u)
+			// The engine takes the call as an interface, so it lives on the
+			// heap: a pooled one saves allocating it on every call. Nothing
+			// keeps it once Run has returned (a dead-letter entry copies what
+			// it needs); a call that panics leaves it to the collector.
+			u := unaryCalls.Get().(*unaryCall)
+			*u = unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts,
+				pushback: m.ReadsPushback()}
+			_, err := m.Run(ctx, u)
+			*u = unaryCall{} // keeps none of the caller's values
+			unaryCalls.Put(u)
 			return err
 		}
+		u := unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts,
+			pushback: m.ReadsPushback()}
 		return u.runHedged(ctx, m)
 	}
 }
+
+// unaryCalls are the unhedged unary calls' unaryCall values, reused.
+var unaryCalls = sync.Pool{New: func() any { return new(unaryCall) }}
 
 // DialOptions returns the dial options that install the chain's
 // interceptors and, when the configuration has outlierDetection or

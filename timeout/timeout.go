@@ -124,6 +124,9 @@ func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) e
 		return fn(ctx)
 	}
 	if t.observe {
+		if t.rec == nil {
+			return fn(ctx) // nothing to tell: observing costs nothing
+		}
 		start := time.Now()
 		err := fn(ctx)
 		d := time.Since(start)
@@ -137,14 +140,14 @@ func (t *Timeout) executeFrom(ctx context.Context, start time.Time, fn func(cont
 	deadline := start.Add(t.d)
 	if dl, ok := ctx.Deadline(); ok && !deadline.Before(dl) {
 		err := fn(ctx) // the caller's deadline comes first: it governs
-		t.report(ctx, time.Since(start), false)
+		t.reportSince(ctx, start, false)
 		return err
 	}
 	tctx, cancel := context.WithDeadline(ctx, deadline)
 	err := fn(tctx)
 	ours := timedOut(ctx, tctx, deadline, err)
 	cancel()
-	t.report(ctx, time.Since(start), ours)
+	t.reportSince(ctx, start, ours)
 	if ours {
 		return &Error{Scope: t.scope, Timeout: t.d, Err: err}
 	}
@@ -208,6 +211,14 @@ type observed struct{}
 // Apply is [Timeout.Execute] as a [resilience.Policy].
 func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
 	return t.Execute(ctx, next.Run)
+}
+
+// reportSince reports a call that began at start. Without an observer it
+// reads no clock: a call's clock reads are what it costs beyond its context.
+func (t *Timeout) reportSince(ctx context.Context, start time.Time, timedOut bool) {
+	if t.rec != nil {
+		t.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Duration: time.Since(start), TimedOut: timedOut})
+	}
 }
 
 func (t *Timeout) report(ctx context.Context, d time.Duration, timedOut bool) {

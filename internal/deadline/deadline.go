@@ -98,10 +98,12 @@ type AttemptDeadline struct {
 }
 
 // Release releases the derived context without reporting anything (an
-// attempt that panicked). It may be called after End.
+// attempt that panicked). It may be called after End, and again: the
+// context is released once.
 func (a *AttemptDeadline) Release() {
 	if a.cancel != nil {
 		a.cancel()
+		a.cancel = nil
 	}
 }
 
@@ -118,6 +120,7 @@ func (a *AttemptDeadline) End(err error, end time.Time) error {
 	if a.ctx != nil {
 		ours = err != nil && ctx.Err() == nil && (a.ctx.Err() == context.DeadlineExceeded || !end.Before(a.at))
 		a.cancel()
+		a.cancel = nil // released: a Release after End (a deferred Abort) does nothing
 	}
 	t := a.plan.Attempt
 	if t != nil && t.Duration() > 0 {

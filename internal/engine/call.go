@@ -50,10 +50,17 @@ type Call struct {
 // attempt's context carries the earliest deadline that applies to it, and
 // the retry policy knows the call's.
 func (m *Method) Begin(ctx context.Context, stream bool) Call {
+	var c Call
+	m.begin(&c, ctx, stream)
+	return c
+}
+
+// begin is Begin into c, a zero Call: a unary call's Call is not copied.
+func (m *Method) begin(c *Call, ctx context.Context, stream bool) {
 	if m.observe {
 		ctx = resilience.Observe(ctx)
 	}
-	c := Call{m: m, caller: ctx, ctx: ctx, p: m.unary}
+	c.m, c.caller, c.ctx, c.p = m, ctx, ctx, m.unary
 	plan := m.unaryDeadlines
 	if stream {
 		c.p, plan = m.stream, m.streamDeadlines
@@ -72,7 +79,6 @@ func (m *Method) Begin(ctx context.Context, stream bool) Call {
 			c.att = m.attempts.Begin(c.ctx)
 		}
 	}
-	return c
 }
 
 // Context returns the call's context: the caller's, bounded by the overall
@@ -113,7 +119,7 @@ func (c *Call) Admit(ctx context.Context, a *pipeline.Admission, n int) (context
 // deadline first (a timeout marks the errors it caused), then its gates.
 // It returns the error as they passed it on.
 func (c *Call) Finish(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) error {
-	end := c.m.e.now()
+	end := c.m.e.since(a.Start())
 	c.last = end
 	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
 }
@@ -186,7 +192,8 @@ func (m *Method) Run(ctx context.Context, a Attempt) (int, error) {
 	if m.hedge != nil {
 		return m.runHedged(ctx, a)
 	}
-	c := m.Begin(ctx, false)
+	var c Call
+	m.begin(&c, ctx, false)
 	n, err := c.retried(a)
 	return n, c.End(c.deferCall(a, err))
 }

@@ -59,6 +59,8 @@ type Engine struct {
 	// realTime: opts.Clock is the system clock, whose readings serve for
 	// context deadlines too; a custom clock's do not (see real).
 	realTime bool
+	// system: opts.Clock is the system clock itself (see since).
+	system bool
 	// cluster (under mu), bind and ownRedis: see startCluster.
 	cluster  *cluster.Cluster
 	bind     *clusterBinding // set by New when the cluster waits for its target
@@ -92,7 +94,7 @@ func New(cfg *config.Config, t Transport, opts Options) (*Engine, error) {
 	if opts.MaxKeys < 1 {
 		return nil, fmt.Errorf("must be at least 1, got %d", opts.MaxKeys)
 	}
-	e := &Engine{t: t, opts: opts, realTime: realTime(opts.Clock)}
+	e := &Engine{t: t, opts: opts, realTime: realTime(opts.Clock), system: opts.Clock == resilience.SystemClock()}
 	if cfg != nil && e.replays() && hasDeadLetter(cfg) {
 		// A breaker that closes replays its key's deferred calls.
 		e.opts.Observer = resilience.Observers(opts.Observer, resilience.ObserverFunc(e.watchCloses))
@@ -155,6 +157,19 @@ func realTime(clk resilience.Clock) bool {
 
 // now reads the engine's clock.
 func (e *Engine) now() time.Time { return e.opts.Clock.Now() }
+
+// since reads the engine's clock at the end of what began at start, a
+// reading of the same clock: with the system clock it reads the monotonic
+// clock only (time.Since, half the cost of time.Now) and returns start
+// plus the time elapsed, the reading time.Now would have given but for a
+// step of the wall clock in between, which the monotonic reading ignores,
+// as every duration and deadline comparison does.
+func (e *Engine) since(start time.Time) time.Time {
+	if e.system {
+		return start.Add(time.Since(start))
+	}
+	return e.opts.Clock.Now()
+}
 
 // real returns t, a reading of the engine's clock, as real time for a
 // context deadline: t itself with the system clock, else a reading of
