@@ -26,6 +26,7 @@ func TestReplayWaitsForTheBreakerThenGoesInOrder(t *testing.T) {
 		if err := q.Handle("pkg.Svc", g.handle); err != nil {
 			t.Fatal(err)
 		}
+		synctest.Wait() // the first round, at once, is over: its refresh cannot race the deferrals
 		want := deferN(t, q, "pkg.Svc", 5)
 		if w, _, _ := l.gauges("pkg.Svc"); w != 5 {
 			t.Fatalf("waiting gauge %d after 5 deferrals", w)
@@ -352,6 +353,7 @@ func TestACorruptEntryIsDroppedAndCounted(t *testing.T) {
 		var g gate
 		g.set(errOpen)
 		_ = q.Handle("k", g.handle)
+		synctest.Wait() // the first round, at once, is over: none runs while the test defers and corrupts
 		ids := deferN(t, q, "k", 2)
 		store.Corrupt("k")
 		g.set(nil)
