@@ -196,10 +196,31 @@ func (m *Method) Run(ctx context.Context, a Attempt) (int, error) {
 // context carries the earliest deadline that applies to it, the overall
 // one included, so a copy sent at or past the overall deadline ends at
 // once, as a timeout that is not non-fatal: the hedge sends no more.
+//
+// The copies share a copy of what Admit reads of the call (hedgedCall),
+// not the Call, which stays on the stack.
 func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 	c := m.Begin(ctx, false)
-	n, err := m.hedge.Run(c.ctx, func(ctx context.Context, n int) error { return c.hedgedCopy(ctx, a, n) })
+	h := hedgedCall{m: m, p: c.p, deadlines: c.deadlines, start: c.start, a: a}
+	n, err := m.hedge.Run(c.ctx, h.copy)
 	return n, c.End(c.deferCall(a, err))
+}
+
+// hedgedCall is what a unary call's hedged copies read of their [Call].
+type hedgedCall struct {
+	m         *Method
+	p         *pipeline.Pipeline
+	deadlines deadline.Call
+	start     time.Time
+	a         Attempt
+}
+
+// copy is copy n of a hedged call: an attempt like any ([Call.Admit] and
+// [Call.FinishCopy]), but copies run at once, so each reads its own times
+// and none records the call's last end.
+func (h hedgedCall) copy(ctx context.Context, n int) error {
+	c := Call{m: h.m, p: h.p, deadlines: h.deadlines, start: h.start}
+	return c.hedgedCopy(ctx, h.a, n)
 }
 
 // RunOnce runs a unary call that can make one attempt only (a hedging
