@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshless/meshless/internal/hedgehooks"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -91,9 +92,26 @@ func (h *Hedge) Execute(ctx context.Context, fn func(context.Context) error) err
 func (h *Hedge) Run(ctx context.Context, fn func(ctx context.Context, copy int) error) (winner int, err error) {
 	r := &hedgeRun{h: h, fn: fn, caller: ctx}
 	r.ctx, r.cancel = context.WithCancel(ctx)
-	winner, err = r.run()
-	if h.rec != nil {
-		h.rec.Record(ctx, resilience.Event{Type: resilience.EventHedgeDone, Attempt: r.sent, Winner: winner, Err: err})
+	return r.done(r.run())
+}
+
+// runCopies is Run with copies that cancel their first copy themselves:
+// the copies' context is made only when a copy after the first is sent.
+func (h *Hedge) runCopies(ctx context.Context, c hedgehooks.Copies) (int, error) {
+	r := &hedgeRun{h: h, copies: c, caller: ctx}
+	return r.done(r.run())
+}
+
+func init() {
+	hedgehooks.Run = func(h any, ctx context.Context, c hedgehooks.Copies) (int, error) {
+		return h.(*Hedge).runCopies(ctx, c)
+	}
+}
+
+// done records the call's event.
+func (r *hedgeRun) done(winner int, err error) (int, error) {
+	if rec := r.h.rec; rec != nil {
+		rec.Record(r.caller, resilience.Event{Type: resilience.EventHedgeDone, Attempt: r.sent, Winner: winner, Err: err})
 	}
 	return winner, err
 }
@@ -116,14 +134,18 @@ type hedgeResult struct {
 type hedgeRun struct {
 	h       *Hedge
 	fn      func(context.Context, int) error
+	copies  hedgehooks.Copies // instead of fn: the first copy cancels itself
 	caller  context.Context
-	ctx     context.Context // the copies' context
+	ctx     context.Context // the copies' context; with copies, made with the second copy
 	cancel  context.CancelFunc
 	sent    int
 	pending int
 	lastAt  time.Time // when the last copy was sent; read only for an observer
 	stopped bool      // no more copies: pushback, a rejection, the caller's context
-	l       *hedgeLoop
+	// firstOut: with copies, the first copy runs out of the caller's
+	// goroutine (hedged, or every copy at once): CancelFirst ends it.
+	firstOut bool
+	l        *hedgeLoop
 
 	mu        sync.Mutex // orders the first timer's firing and the first copy's end
 	firstDone bool       // the first copy ended before a hedge was sent
@@ -154,6 +176,9 @@ type hedgeOutcome struct {
 func (r *hedgeRun) loopState() *hedgeLoop {
 	if r.l == nil {
 		r.l = &hedgeLoop{results: make(chan hedgeResult, r.h.cfg.MaxAttempts)}
+		if r.ctx == nil {
+			r.ctx, r.cancel = context.WithCancel(r.caller)
+		}
 	}
 	return r.l
 }
@@ -161,7 +186,7 @@ func (r *hedgeRun) loopState() *hedgeLoop {
 // run runs the call and returns its decision once every copy has returned.
 func (r *hedgeRun) run() (int, error) {
 	defer func() {
-		r.cancel()
+		r.cancelCopies()
 		if r.l != nil {
 			r.l.wg.Wait()
 			r.stopTimer()
@@ -182,7 +207,6 @@ func (r *hedgeRun) run() (int, error) {
 		l.results <- res // buffered for every copy: never blocks
 		<-l.over
 		if l.out.panicked {
-			r.cancel()
 			l.wg.Wait()
 			panic(l.out.panicVal)
 		}
@@ -213,7 +237,11 @@ func (r *hedgeRun) runFirst() (res hedgeResult, hedged bool) {
 			res.panicVal = recover()
 		}
 	}()
-	res.err = r.fn(r.ctx, 1)
+	if r.copies != nil {
+		res.err = r.copies.Copy(r.caller, 1)
+	} else {
+		res.err = r.fn(r.ctx, 1)
+	}
 	res.panicked = false
 	return res, false
 }
@@ -229,7 +257,7 @@ func (r *hedgeRun) fire() {
 	}
 	l := r.loopState()
 	l.over = make(chan struct{})
-	r.hedged = true
+	r.hedged, r.firstOut = true, true
 	r.mu.Unlock()
 	decided := false
 	defer func() {
@@ -238,7 +266,7 @@ func (r *hedgeRun) fire() {
 			// caller's goroutine raises it once every copy has returned.
 			l.out.panicked, l.out.panicVal = true, recover()
 		}
-		r.cancel() // the other copies, the first among them, end now
+		r.cancelCopies() // the other copies, the first among them, end now
 		close(l.over)
 	}()
 	r.send(nil)
@@ -267,7 +295,7 @@ func (r *hedgeRun) loop() (int, error) {
 		case res := <-l.results:
 			r.pending--
 			if res.panicked {
-				r.cancel()
+				r.cancelCopies()
 				l.wg.Wait()
 				panic(res.panicVal)
 			}
@@ -344,7 +372,11 @@ func (r *hedgeRun) answer(res hedgeResult) (int, error, bool) {
 // canSend reports whether another copy may go now.
 func (r *hedgeRun) canSend() bool {
 	c := &r.h.cfg
-	if r.stopped || r.sent >= c.MaxAttempts || r.ctx.Err() != nil {
+	ctx := r.ctx
+	if ctx == nil {
+		ctx = r.caller // nothing cancelled it: the call is not decided
+	}
+	if r.stopped || r.sent >= c.MaxAttempts || ctx.Err() != nil {
 		return false
 	}
 	return r.sent == 0 || c.throttle == nil || c.throttle.allow()
@@ -360,7 +392,7 @@ func (r *hedgeRun) send(cause error) {
 	if r.h.rec != nil {
 		now = c.clock.Now()
 		if n > 1 {
-			r.h.rec.Record(r.ctx, resilience.Event{Type: resilience.EventHedge, Attempt: n, Backoff: now.Sub(r.lastAt), Err: cause})
+			r.h.rec.Record(r.caller, resilience.Event{Type: resilience.EventHedge, Attempt: n, Backoff: now.Sub(r.lastAt), Err: cause})
 		}
 	}
 	if n > 1 && c.observe {
@@ -370,6 +402,7 @@ func (r *hedgeRun) send(cause error) {
 		return
 	}
 	l := r.loopState()
+	r.firstOut = r.firstOut || n == 1
 	r.sent++
 	r.pending++
 	r.lastAt = now
@@ -398,8 +431,27 @@ func (r *hedgeRun) copy(n int) {
 		}
 		l.results <- res // buffered for every copy: never blocks
 	}()
-	res.err = r.fn(r.ctx, n)
+	if r.copies != nil {
+		ctx := r.ctx
+		if n == 1 {
+			ctx = r.caller // the first copy cancels itself (CancelFirst)
+		}
+		res.err = r.copies.Copy(ctx, n)
+	} else {
+		res.err = r.fn(r.ctx, n)
+	}
 	res.panicked = false
+}
+
+// cancelCopies cancels the copies that may still run.
+func (r *hedgeRun) cancelCopies() {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	if r.firstOut && r.copies != nil {
+		r.firstOut = false // once
+		r.copies.CancelFirst()
+	}
 }
 
 func (r *hedgeRun) stopTimer() {
