@@ -30,8 +30,10 @@ import (
 // the rest of a [resilience.Chain] after it, or in the function it runs —
 // and the ones that apply per call (an overall timeout) outside.
 //
-// A Hedge is safe for concurrent use. It allocates per hedged call (a
-// channel, a context, a goroutine per copy).
+// A Hedge is safe for concurrent use. Its first copy runs on the caller's
+// goroutine; a call allocates its state and a timer, and what concurrent
+// copies need (a channel, a context, a goroutine per copy) only when a
+// copy after the first is sent.
 type Hedge struct {
 	cfg hedgeConfig
 	rec resilience.Recorder
