@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshless/meshless/internal/hedgehooks"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -29,8 +30,10 @@ import (
 // the rest of a [resilience.Chain] after it, or in the function it runs —
 // and the ones that apply per call (an overall timeout) outside.
 //
-// A Hedge is safe for concurrent use. It allocates per hedged call (a
-// channel, a context, a goroutine per copy).
+// A Hedge is safe for concurrent use. Its first copy runs on the caller's
+// goroutine; a call allocates its state and a timer, and what concurrent
+// copies need (a channel, a context, a goroutine per copy) only when a
+// copy after the first is sent.
 type Hedge struct {
 	cfg hedgeConfig
 	rec resilience.Recorder
@@ -83,17 +86,34 @@ func (h *Hedge) Execute(ctx context.Context, fn func(context.Context) error) err
 // after every copy has returned, so the caller may read each copy's result.
 // A panic in a copy cancels the others and goes on up from Run, once they
 // have returned.
+//
+// The first copy runs on the caller's goroutine, under a timer; the
+// channel and the goroutines that the other copies need are made only when
+// one is sent. A call whose first copy answers within hedgingDelay costs
+// a cancellable context and a timer more than the copy itself.
 func (h *Hedge) Run(ctx context.Context, fn func(ctx context.Context, copy int) error) (winner int, err error) {
-	run := hedgeRun{h: h, fn: fn, results: make(chan hedgeResult, h.cfg.MaxAttempts)}
-	run.ctx, run.cancel = context.WithCancel(ctx)
-	defer func() {
-		run.cancel()
-		run.wg.Wait()
-		run.stopTimer()
-	}()
-	winner, err = run.loop(ctx)
-	if h.rec != nil {
-		h.rec.Record(ctx, resilience.Event{Type: resilience.EventHedgeDone, Attempt: run.sent, Winner: winner, Err: err})
+	r := &hedgeRun{h: h, fn: fn, caller: ctx}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	return r.done(r.run())
+}
+
+// runCopies is Run with copies that cancel their first copy themselves:
+// the copies' context is made only when a copy after the first is sent.
+func (h *Hedge) runCopies(ctx context.Context, c hedgehooks.Copies) (int, error) {
+	r := &hedgeRun{h: h, copies: c, caller: ctx}
+	return r.done(r.run())
+}
+
+func init() {
+	hedgehooks.Run = func(h any, ctx context.Context, c hedgehooks.Copies) (int, error) {
+		return h.(*Hedge).runCopies(ctx, c)
+	}
+}
+
+// done records the call's event.
+func (r *hedgeRun) done(winner int, err error) (int, error) {
+	if rec := r.h.rec; rec != nil {
+		rec.Record(r.caller, resilience.Event{Type: resilience.EventHedgeDone, Attempt: r.sent, Winner: winner, Err: err})
 	}
 	return winner, err
 }
@@ -105,46 +125,187 @@ type hedgeResult struct {
 	panicVal any
 }
 
-// hedgeRun is one hedged call.
+// hedgeRun is one hedged call. Its first copy runs on the caller's
+// goroutine, under a timer (first) that fires after hedgingDelay. Until
+// that timer has sent a hedge, the caller's goroutine owns the run; once it
+// has (hedged), the timer's goroutine coordinates the copies, the first
+// one's result reaching it on the channel like the others', until the call
+// is decided, and the caller's goroutine takes the run back after that.
+// When the first copy answers first (firstDone), the caller's goroutine
+// coordinates what follows (a non-fatal answer sends the next copy).
 type hedgeRun struct {
 	h       *Hedge
 	fn      func(context.Context, int) error
-	ctx     context.Context // the copies' context
+	copies  hedgehooks.Copies // instead of fn: the first copy cancels itself
+	caller  context.Context
+	ctx     context.Context // the copies' context; with copies, made with the second copy
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	results chan hedgeResult
 	sent    int
 	pending int
-	lastAt  time.Time
-	timer   resilience.Timer
-	stopped bool // no more copies: pushback, a rejection, the caller's context
+	lastAt  time.Time // when the last copy was sent; read only for an observer
+	stopped bool      // no more copies: pushback, a rejection, the caller's context
+	// firstOut: with copies, the first copy runs out of the caller's
+	// goroutine (hedged, or every copy at once): CancelFirst ends it.
+	firstOut bool
+	l        *hedgeLoop
+
+	mu        sync.Mutex // orders the first timer's firing and the first copy's end
+	firstDone bool       // the first copy ended before a hedge was sent
+	hedged    bool       // the first timer sent a hedge: its goroutine coordinates
+	first     resilience.Timer
 }
 
-func (r *hedgeRun) loop(caller context.Context) (int, error) {
-	var lastErr error // the last non-fatal answer, or the last rejection
+// hedgeLoop is the state of a run that sends more than its first copy,
+// made when it does.
+type hedgeLoop struct {
+	wg      sync.WaitGroup   // the copies that run in goroutines of their own
+	results chan hedgeResult // every copy's, but a first copy's that ended first
+	lastErr error            // the last non-fatal answer, or the last rejection
+	timer   resilience.Timer // the delay before the next copy
+	over    chan struct{}    // closed when the first timer's goroutine has decided
+	out     hedgeOutcome     // its decision
+}
+
+// hedgeOutcome is the decision of a coordinating timer's goroutine.
+type hedgeOutcome struct {
+	winner   int
+	err      error
+	panicked bool
+	panicVal any
+}
+
+// loopState returns the run's loop state, made on first use.
+func (r *hedgeRun) loopState() *hedgeLoop {
+	if r.l == nil {
+		r.l = &hedgeLoop{results: make(chan hedgeResult, r.h.cfg.MaxAttempts)}
+		if r.ctx == nil {
+			r.ctx, r.cancel = context.WithCancel(r.caller)
+		}
+	}
+	return r.l
+}
+
+// run runs the call and returns its decision once every copy has returned.
+func (r *hedgeRun) run() (int, error) {
+	defer func() {
+		r.cancelCopies()
+		if r.l != nil {
+			r.l.wg.Wait()
+			r.stopTimer()
+		}
+	}()
+	c := &r.h.cfg
+	if c.HedgingDelay == 0 { // every copy at once, each in its goroutine
+		return r.loop()
+	}
+	r.sent, r.pending = 1, 1
+	if r.h.rec != nil {
+		r.lastAt = c.clock.Now()
+	}
+	r.first = c.clock.AfterFunc(c.HedgingDelay, r.fire)
+	res, hedged := r.runFirst()
+	if hedged {
+		l := r.l         // made by fire before it set hedged
+		l.results <- res // buffered for every copy: never blocks
+		<-l.over
+		if l.out.panicked {
+			l.wg.Wait()
+			panic(l.out.panicVal)
+		}
+		return l.out.winner, l.out.err
+	}
+	r.pending--
+	if w, err, over := r.answer(res); over {
+		return w, err
+	}
+	return r.loop()
+}
+
+// runFirst runs the first copy on the caller's goroutine and reports
+// whether a hedge was sent while it ran. A panic goes on up as it is when
+// none was; otherwise it is recovered, for the coordinating goroutine.
+func (r *hedgeRun) runFirst() (res hedgeResult, hedged bool) {
+	res = hedgeResult{copy: 1, panicked: true}
+	defer func() {
+		r.mu.Lock()
+		hedged = r.hedged
+		r.firstDone = !hedged
+		r.mu.Unlock()
+		if !hedged {
+			r.first.Stop()
+			return
+		}
+		if res.panicked {
+			res.panicVal = recover()
+		}
+	}()
+	if r.copies != nil {
+		res.err = r.copies.Copy(r.caller, 1)
+	} else {
+		res.err = r.fn(r.ctx, 1)
+	}
+	res.panicked = false
+	return res, false
+}
+
+// fire is the end of the first hedgingDelay, in the timer's goroutine:
+// unless the first copy has ended or no copy may go, it sends the second
+// copy and coordinates the copies until the call is decided.
+func (r *hedgeRun) fire() {
+	r.mu.Lock()
+	if r.firstDone || !r.canSend() {
+		r.mu.Unlock()
+		return
+	}
+	l := r.loopState()
+	l.over = make(chan struct{})
+	r.hedged, r.firstOut = true, true
+	r.mu.Unlock()
+	decided := false
+	defer func() {
+		if !decided {
+			// A copy's panic (loop raises it), or the policy's own: the
+			// caller's goroutine raises it once every copy has returned.
+			l.out.panicked, l.out.panicVal = true, recover()
+		}
+		r.cancelCopies() // the other copies, the first among them, end now
+		close(l.over)
+	}()
 	r.send(nil)
-	for {
+	l.out.winner, l.out.err = r.loop()
+	decided = true
+}
+
+// loop coordinates the copies until the call is decided: it sends the
+// first copy when none was sent, then takes each answer and each timer's
+// end in turn.
+func (r *hedgeRun) loop() (int, error) {
+	l := r.loopState()
+	if r.sent == 0 {
+		r.send(nil)
+	}
+	for r.pending > 0 || l.timer != nil || r.canSend() {
 		var fire <-chan time.Time
-		if r.timer != nil {
-			fire = r.timer.C()
+		if l.timer != nil {
+			fire = l.timer.C()
 		}
 		var done <-chan struct{}
 		if !r.stopped {
-			done = caller.Done()
+			done = r.caller.Done()
 		}
 		select {
-		case res := <-r.results:
+		case res := <-l.results:
 			r.pending--
 			if res.panicked {
-				r.cancel()
-				r.wg.Wait()
+				r.cancelCopies()
+				l.wg.Wait()
 				panic(res.panicVal)
 			}
-			if w, err, over := r.answer(caller, res, &lastErr); over {
+			if w, err, over := r.answer(res); over {
 				return w, err
 			}
 		case <-fire:
-			r.timer = nil
+			l.timer = nil
 			if r.canSend() {
 				r.send(nil)
 			}
@@ -152,17 +313,15 @@ func (r *hedgeRun) loop(caller context.Context) (int, error) {
 			r.stopped = true
 			r.stopTimer()
 		}
-		if r.pending == 0 && r.timer == nil && !r.canSend() {
-			if caller.Err() != nil && lastErr == nil {
-				return 0, caller.Err()
-			}
-			return 0, lastErr
-		}
 	}
+	if r.caller.Err() != nil && l.lastErr == nil {
+		return 0, r.caller.Err()
+	}
+	return 0, l.lastErr
 }
 
 // answer takes a copy's result. It reports over when the call is decided.
-func (r *hedgeRun) answer(caller context.Context, res hedgeResult, lastErr *error) (int, error, bool) {
+func (r *hedgeRun) answer(res hedgeResult) (int, error, bool) {
 	c := &r.h.cfg
 	switch {
 	case res.err == nil:
@@ -175,15 +334,15 @@ func (r *hedgeRun) answer(caller context.Context, res hedgeResult, lastErr *erro
 		// waiting for the copies in flight.
 		r.stopped = true
 		r.stopTimer()
-		if *lastErr == nil || resilience.IsRejection(*lastErr) {
-			*lastErr = res.err
+		if l := r.loopState(); l.lastErr == nil || resilience.IsRejection(l.lastErr) {
+			l.lastErr = res.err
 		}
 		return 0, nil, false
-	case caller.Err() != nil:
+	case r.caller.Err() != nil:
 		// The caller's context ended: the copies' errors say only that.
 		r.stopped = true
-		if *lastErr == nil || resilience.IsRejection(*lastErr) {
-			*lastErr = res.err
+		if l := r.loopState(); l.lastErr == nil || resilience.IsRejection(l.lastErr) {
+			l.lastErr = res.err
 		}
 		return 0, nil, false
 	case !c.nonFatal(res.err):
@@ -192,14 +351,15 @@ func (r *hedgeRun) answer(caller context.Context, res hedgeResult, lastErr *erro
 	if c.throttle != nil {
 		c.throttle.failure()
 	}
-	*lastErr = res.err
+	l := r.loopState()
+	l.lastErr = res.err
 	if c.pushback != nil {
 		if d, ok := c.pushback(res.err); ok {
 			r.stopTimer()
 			if d < 0 {
 				r.stopped = true // the server asks for no more copies
 			} else if r.canSend() {
-				r.timer = c.clock.NewTimer(d)
+				l.timer = c.clock.NewTimer(d)
 			}
 			return 0, nil, false
 		}
@@ -214,20 +374,28 @@ func (r *hedgeRun) answer(caller context.Context, res hedgeResult, lastErr *erro
 // canSend reports whether another copy may go now.
 func (r *hedgeRun) canSend() bool {
 	c := &r.h.cfg
-	if r.stopped || r.sent >= c.MaxAttempts || r.ctx.Err() != nil {
+	ctx := r.ctx
+	if ctx == nil {
+		ctx = r.caller // nothing cancelled it: the call is not decided
+	}
+	if r.stopped || r.sent >= c.MaxAttempts || ctx.Err() != nil {
 		return false
 	}
 	return r.sent == 0 || c.throttle == nil || c.throttle.allow()
 }
 
-// send starts the next copy and arms the delay before the one after it.
-// cause is the non-fatal failure that sends it at once, if any.
+// send starts the next copy in a goroutine of its own and arms the delay
+// before the one after it. cause is the non-fatal failure that sends it at
+// once, if any.
 func (r *hedgeRun) send(cause error) {
 	c := &r.h.cfg
 	n := r.sent + 1
-	now := c.clock.Now()
-	if n > 1 && r.h.rec != nil {
-		r.h.rec.Record(r.ctx, resilience.Event{Type: resilience.EventHedge, Attempt: n, Backoff: now.Sub(r.lastAt), Err: cause})
+	var now time.Time
+	if r.h.rec != nil {
+		now = c.clock.Now()
+		if n > 1 {
+			r.h.rec.Record(r.caller, resilience.Event{Type: resilience.EventHedge, Attempt: n, Backoff: now.Sub(r.lastAt), Err: cause})
+		}
 	}
 	if n > 1 && c.observe {
 		// Observe mode: the copy was decided and reported, and is not sent.
@@ -235,10 +403,12 @@ func (r *hedgeRun) send(cause error) {
 		r.stopTimer()
 		return
 	}
+	l := r.loopState()
+	r.firstOut = r.firstOut || n == 1
 	r.sent++
 	r.pending++
 	r.lastAt = now
-	r.wg.Add(1)
+	l.wg.Add(1)
 	go r.copy(n)
 	if n < c.MaxAttempts {
 		if c.HedgingDelay == 0 {
@@ -247,27 +417,48 @@ func (r *hedgeRun) send(cause error) {
 			}
 			return
 		}
-		r.timer = c.clock.NewTimer(c.HedgingDelay)
+		l.timer = c.clock.NewTimer(c.HedgingDelay)
 	}
 }
 
-// copy runs one copy and reports its result, or its panic.
+// copy runs one copy in its own goroutine and reports its result, or its
+// panic.
 func (r *hedgeRun) copy(n int) {
-	defer r.wg.Done()
+	l := r.l
+	defer l.wg.Done()
 	res := hedgeResult{copy: n, panicked: true}
 	defer func() {
 		if res.panicked {
 			res.panicVal = recover()
 		}
-		r.results <- res // buffered for every copy: never blocks
+		l.results <- res // buffered for every copy: never blocks
 	}()
-	res.err = r.fn(r.ctx, n)
+	if r.copies != nil {
+		ctx := r.ctx
+		if n == 1 {
+			ctx = r.caller // the first copy cancels itself (CancelFirst)
+		}
+		res.err = r.copies.Copy(ctx, n)
+	} else {
+		res.err = r.fn(r.ctx, n)
+	}
 	res.panicked = false
 }
 
+// cancelCopies cancels the copies that may still run.
+func (r *hedgeRun) cancelCopies() {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	if r.firstOut && r.copies != nil {
+		r.firstOut = false // once
+		r.copies.CancelFirst()
+	}
+}
+
 func (r *hedgeRun) stopTimer() {
-	if r.timer != nil {
-		r.timer.Stop()
-		r.timer = nil
+	if r.l != nil && r.l.timer != nil {
+		r.l.timer.Stop()
+		r.l.timer = nil
 	}
 }

@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/meshless/meshless/internal/deadline"
+	"github.com/meshless/meshless/internal/hedgehooks"
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
@@ -198,15 +200,96 @@ func (m *Method) Run(ctx context.Context, a Attempt) (int, error) {
 	return n, c.End(c.deferCall(a, err))
 }
 
-// runHedged is Run for a method that hedges: its copies run concurrently,
-// so its Call lives on the heap (Run's stays on the stack). Each copy's
-// context carries the earliest deadline that applies to it, the overall
-// one included, so a copy sent at or past the overall deadline ends at
-// once, as a timeout that is not non-fatal: the hedge sends no more.
+// runHedged is Run for a method that hedges: its copies run concurrently
+// (hedgedCall). Each copy's context carries the earliest deadline that
+// applies to it, the overall one included, so a copy sent at or past the
+// overall deadline ends at once, as a timeout that is not non-fatal: the
+// hedge sends no more.
 func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 	c := m.Begin(ctx, false)
-	n, err := m.hedge.Run(c.ctx, func(ctx context.Context, n int) error { return c.hedgedCopy(ctx, a, n) })
+	h := &hedgedCall{m: m, p: c.p, deadlines: c.deadlines, start: c.start, a: a}
+	n, err := hedgehooks.Run(m.hedge, c.ctx, h)
 	return n, c.End(c.deferCall(a, err))
+}
+
+// hedgedCall is a unary call's hedged copies, as the hedging policy runs
+// them (hedgehooks.Copies): a copy of what they read of the call, whose
+// Call stays on its goroutine's stack. The first copy runs under the one
+// context its attempt derives anyway, which CancelFirst ends; one more
+// only when its attempt derives none, or when a gate may make it wait.
+type hedgedCall struct {
+	m         *Method
+	p         *pipeline.Pipeline
+	deadlines deadline.Call
+	start     time.Time
+	a         Attempt
+
+	mu        sync.Mutex
+	cancelled bool                     // CancelFirst was called
+	first     deadline.AttemptDeadline // the first copy's: its Release ends it
+	cancel    context.CancelFunc       // or this, when its attempt derived none
+}
+
+// Copy is copy n of the call: an attempt like any ([Call.Admit] and
+// [Call.FinishCopy]), but copies run at once, so each reads its own times
+// and none records the call's last end.
+func (h *hedgedCall) Copy(ctx context.Context, n int) error {
+	c := Call{m: h.m, p: h.p, deadlines: h.deadlines, start: h.start}
+	if n > 1 {
+		return c.hedgedCopy(ctx, h.a, n) // ctx: the policy cancels it
+	}
+	if h.m.waits {
+		// A gate may make the copy wait: it waits under a context that
+		// CancelFirst ends.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		h.hold(nil, cancel)
+		return c.hedgedCopy(ctx, h.a, 1)
+	}
+	var adm pipeline.Admission
+	actx, d, err := c.Admit(ctx, &adm, 1)
+	if err != nil {
+		return err
+	}
+	defer c.Abort(&adm, &d)
+	if actx == adm.Context() { // no deadline derived a context
+		var cancel context.CancelFunc
+		actx, cancel = context.WithCancel(actx)
+		defer cancel()
+		h.hold(nil, cancel)
+	} else {
+		h.hold(&d, nil)
+	}
+	return c.FinishCopy(&adm, &d, h.a.Attempt(actx, 1))
+}
+
+// hold keeps what ends the first copy's context, d's or cancel, and ends
+// it at once when CancelFirst came first.
+func (h *hedgedCall) hold(d *deadline.AttemptDeadline, cancel context.CancelFunc) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if d != nil {
+		h.first = *d // a copy: its Release ends the same context
+	}
+	h.cancel = cancel
+	if h.cancelled {
+		h.end()
+	}
+}
+
+// CancelFirst ends the first copy: a hedge decided the call.
+func (h *hedgedCall) CancelFirst() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cancelled = true
+	h.end()
+}
+
+func (h *hedgedCall) end() {
+	if h.cancel != nil {
+		h.cancel()
+	}
+	h.first.Release()
 }
 
 // RunOnce runs a unary call that can make one attempt only (a hedging

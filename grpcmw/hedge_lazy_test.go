@@ -1,0 +1,167 @@
+package grpcmw_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/grpcmw"
+)
+
+// Issue 24 item 5: a hedged call's first copy runs on the caller's
+// goroutine under the one context its attempt derives (or the caller's
+// own when none applies, or one made to wait in a gate's queue), and the
+// copies' channel and goroutines are made only when a hedge is sent.
+// Whichever context the first copy runs under, a hedge that wins cancels
+// it at the server, and every permit is back.
+func TestHedgingCancelsTheSlowFirstCopyUnderAnyContext(t *testing.T) {
+	for _, tc := range []struct {
+		name, policies string
+		caller         time.Duration // the caller's deadline; 0: none
+	}{
+		{"no timeout", "timeout: { perAttempt: 0s, overall: 0s }", 0},
+		{"a per-attempt timeout", "timeout: { perAttempt: 5s, overall: 0s }", 0},
+		{"an overall timeout", "timeout: { perAttempt: 0s, overall: 5s }", 0},
+		{"the caller's deadline first", "timeout: { perAttempt: 5s, overall: 10s }", 3 * time.Second},
+		{"a bulkhead that waits", "timeout: { perAttempt: 5s, overall: 0s }\n  bulkhead: { maxConcurrentCalls: 2, maxWaitDuration: 1s }", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &scripted{delays: []time.Duration{time.Second, 10 * time.Millisecond}}
+				f := new(faultServer)
+				f.setUnary(s.handler)
+				client, chain, stop := inBubble(t, f, `
+defaults:
+  retry: { enabled: false }
+  `+tc.policies+`
+  hedging: { maxAttempts: 3, hedgingDelay: 50ms }
+`)
+				defer stop()
+				ctx := context.Background()
+				if tc.caller > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.caller)
+					defer cancel()
+				}
+				start := time.Now()
+				resp, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+				if err != nil || resp.GetUsername() != "2" || time.Since(start) != 60*time.Millisecond {
+					t.Fatalf("got %v, %v after %v; want copy 2's reply at 60ms", resp, err, time.Since(start))
+				}
+				synctest.Wait() // the cancellation reaches the server
+				if s.n.Load() != 2 || s.cancelled.Load() != 1 {
+					t.Fatalf("server: %d calls, %d cancelled; want 2 and 1", s.n.Load(), s.cancelled.Load())
+				}
+				if bh, _ := chain.Bulkhead(testService); bh.Active() != 0 {
+					t.Fatalf("%d bulkhead permits held after the call", bh.Active())
+				}
+			})
+		})
+	}
+}
+
+// Issue 24 item 5: a hedged call that needs no hedge (its first copy
+// answers before hedgingDelay) costs the unhedged call's allocations
+// (TestTheInterceptorAllocatesLittle: at most 6, context.WithDeadline's 4
+// among them) and 4 more: the run's state, its timer, the timer's function
+// and what the copies share of the call. It allocated 19 times (a channel,
+// a context, a goroutine for the first copy and the call itself on the
+// heap).
+func TestAHedgedCallThatNeedsNoHedgeAllocatesLittle(t *testing.T) {
+	cfg, err := grpcmw.ParseConfig([]byte("defaults: { hedging: { maxAttempts: 3, hedgingDelay: 1s } }"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := grpcmw.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chain.Close()
+	icpt := chain.UnaryClientInterceptor()
+	var copies atomic.Int32
+	invoke := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+		copies.Add(1)
+		return nil
+	}
+	req, reply := &testgrpc.SimpleRequest{}, &testgrpc.SimpleResponse{}
+	call := func() {
+		if err := icpt(t.Context(), "/grpc.testing.TestService/UnaryCall", req, reply, nil, invoke); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call()
+	const runs = 1000
+	n := testing.AllocsPerRun(runs, call)
+	t.Logf("%v allocations per call", n)
+	if n > 10 {
+		t.Errorf("a hedged call that needs no hedge allocates %v times, want at most 10", n)
+	}
+	if got := copies.Load(); got != runs+2 {
+		t.Fatalf("%d copies for %d calls: a hedge was sent", got, runs+2)
+	}
+}
+
+// A panic in the first copy goes on up from the call, unchanged, and
+// every permit is back: before a hedge was sent (on the caller's
+// goroutine, as in an unhedged call), and after one was (the hedge is
+// cancelled, and the panic raised once it has returned).
+func TestHedgingAPanicInTheFirstCopyGivesPermitsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // when the first copy panics
+		want  int32         // copies sent
+	}{
+		{"before the hedge", 0, 1},
+		{"after the hedge", 80 * time.Millisecond, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg, err := grpcmw.ParseConfig([]byte(`
+defaults:
+  retry: { enabled: false }
+  bulkhead: { maxConcurrentCalls: 2 }
+  hedging: { maxAttempts: 2, hedgingDelay: 50ms }
+`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				chain, err := grpcmw.New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer chain.Close()
+				var copies, cancelled atomic.Int32
+				invoke := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+					if copies.Add(1) == 1 {
+						time.Sleep(tc.after)
+						panic("first copy")
+					}
+					<-ctx.Done()
+					cancelled.Add(1)
+					return status.FromContextError(ctx.Err()).Err()
+				}
+				icpt := chain.UnaryClientInterceptor()
+				r := recovered(func() {
+					_ = icpt(context.Background(), "/grpc.testing.TestService/UnaryCall", &testgrpc.SimpleRequest{},
+						&testgrpc.SimpleResponse{}, nil, invoke)
+				})
+				if r != "first copy" {
+					t.Fatalf("recovered %v, want the first copy's panic unchanged", r)
+				}
+				synctest.Wait() // a hedge the timer would send
+				if copies.Load() != tc.want || cancelled.Load() != tc.want-1 {
+					t.Fatalf("%d copies, %d cancelled; want %d and %d", copies.Load(), cancelled.Load(), tc.want, tc.want-1)
+				}
+				if bh, _ := chain.Bulkhead(testService); bh.Active() != 0 {
+					t.Fatalf("%d bulkhead permits held after the panic", bh.Active())
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,26 @@
+// Package hedgehooks gives internal/engine a way of running package
+// retry's hedging policy that package retry keeps unexported: the first
+// copy runs under a context the engine derives itself (the copy's
+// deadline), not under one more that the policy would derive to cancel it.
+// It imports nothing of meshless, so that package retry can set the hook
+// (in its init) without importing internal/engine.
+package hedgehooks
+
+import "context"
+
+// Copies makes a hedged call's copies for [Run].
+type Copies interface {
+	// Copy makes copy n (from 1) under ctx and returns its answer; copies
+	// run concurrently. Copy 1 gets the caller's context itself, and must
+	// run under a context of its own that CancelFirst ends; the others get
+	// a context the policy cancels.
+	Copy(ctx context.Context, n int) error
+	// CancelFirst ends copy 1 once the call is decided, when a hedge was
+	// sent while it ran. It is called at most once, from a goroutine other
+	// than copy 1's, maybe before copy 1 has derived its context: copy 1
+	// must then end as soon as it has.
+	CancelFirst()
+}
+
+// Run is (*retry.Hedge).Run with copies made by c: h is a *retry.Hedge.
+var Run func(h any, ctx context.Context, c Copies) (winner int, err error)
