@@ -5,7 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	_ "unsafe" // go:linkname
+
+	"github.com/meshless/meshless/internal/procpin"
 )
 
 // shards is the permits of a bursty limiter that does not wait: a period's
@@ -81,9 +82,7 @@ func newShardsN(limit int, period time.Duration, n int) *shards {
 // one is spent.
 func (s *shards) tryAcquire() bool {
 	e := int64(time.Since(s.start) / s.period)
-	p := procPin()
-	procUnpin()
-	return s.tryAcquireAt(p&s.mask, e)
+	return s.tryAcquireAt(procpin.ID()&s.mask, e)
 }
 
 // tryAcquireAt is tryAcquire from shard i in period e.
@@ -134,12 +133,3 @@ func (sh *shard) take(e int64) bool {
 	sh.free--
 	return true
 }
-
-// procPin and procUnpin pin the goroutine to its processor and return the
-// processor's id (the runtime keeps them for linkname callers: go.dev/issue/67401).
-//
-//go:linkname procPin runtime.procPin
-func procPin() int
-
-//go:linkname procUnpin runtime.procUnpin
-func procUnpin()
