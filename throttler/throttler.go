@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/meshless/meshless/resilience"
 )
-
-// buckets is how many parts the window is cut into: it slides by a tenth.
-const buckets = 10
 
 // Config is a throttler's settings; the YAML keys of grpcmw's
 // adaptiveThrottling section are in parentheses.
@@ -133,27 +129,6 @@ func WithVerdict(f func(resilience.Result) Verdict) Option {
 	return func(s *settings) { s.verdict = f }
 }
 
-// bucket counts the verdicts of one slot of the window (a tenth of it).
-// epoch is the slot's index since the throttler started, or empty (-1) or
-// resetting (being recycled for a newer slot). counts holds the requests in
-// its high 32 bits and the accepts in its low 32 bits, so that a verdict is
-// one atomic add and a reader sees both at once: exact up to 2³²−1 verdicts
-// a slot (4.3 billion per tenth of the window; a window is at most an hour).
-type bucket struct {
-	epoch  atomic.Int64
-	counts atomic.Uint64
-}
-
-const (
-	oneRequest = 1 << 32
-	oneAccept  = 1
-)
-
-const (
-	empty     = -1
-	resetting = -2
-)
-
 // Throttler rejects requests locally while its backend refuses too many; see
 // the package documentation. It is a resilience.Gate and is safe for
 // concurrent use.
@@ -161,20 +136,28 @@ const (
 // Its counts take no lock: each slot of the window is a bucket of atomic
 // counters, and a bucket is recycled for a newer slot by the first call that
 // counts in that slot. What that costs in exactness is bounded and proved in
-// the comment of [Throttler.count].
+// the comment of bucket.add. Accepts are counted in one set of buckets per
+// processor (up to 8), refusals and rejections in one shared set; a request
+// reads the refusals first and sums the shards only when they could make
+// its rejection probability above 0 (see rateAt): calls to a healthy
+// backend on two cores share no cache line that either writes.
 type Throttler struct {
-	cfg     Config
-	clock   resilience.Clock
-	random  func() float64
-	randMu  *sync.Mutex // serialises a WithRandom source; nil for math/rand/v2's
-	verdict func(resilience.Result) Verdict
-	rec     resilience.Recorder
-	rej     *RejectedError
-	slot    time.Duration
-	start   time.Time
+	cfg      Config
+	clock    resilience.Clock
+	random   func() float64
+	randMu   *sync.Mutex // serialises a WithRandom source; nil for math/rand/v2's
+	verdict  func(resilience.Result) Verdict
+	rec      resilience.Recorder
+	rej      *RejectedError
+	slot     time.Duration
+	start    time.Time
+	mask     int     // len(accepted)-1; len(accepted) is a power of two
+	accepted []slots // accepts, a shard per processor
 
-	_ [64]byte // the buckets, written by every call, on cache lines of their own
-	b [buckets]bucket
+	_         [128]byte    // the counters below on cache lines of their own
+	refusedAt atomic.Int64 // the latest slot a refusal was counted in
+	_         [120]byte
+	refused   slots // refusals and rejections
 }
 
 // New returns a throttler; an invalid setting is an error naming its key.
@@ -196,9 +179,13 @@ func New(opts ...Option) (*Throttler, error) {
 	if s.ownRandom {
 		t.randMu = new(sync.Mutex)
 	}
-	for i := range t.b {
-		t.b[i].epoch.Store(empty)
+	n := shardCount()
+	t.mask, t.accepted = n-1, make([]slots, n)
+	for i := range t.accepted {
+		t.accepted[i].init()
 	}
+	t.refused.init()
+	t.refusedAt.Store(neverRefused)
 	t.rec = resilience.Attach(s.observer, resilience.Source{Kind: resilience.KindThrottler, Name: s.cfg.Name})
 	return t, nil
 }
@@ -207,12 +194,10 @@ func New(opts ...Option) (*Throttler, error) {
 // afresh, as if just built. grpcmw resets it when the circuit breaker in
 // front of it closes, its probes having shown the backend healthy.
 func (t *Throttler) Reset() {
-	for i := range t.b {
-		b := &t.b[i]
-		b.epoch.Store(resetting)
-		b.counts.Store(0)
-		b.epoch.Store(empty)
+	for i := range t.accepted {
+		t.accepted[i].reset()
 	}
+	t.refused.reset()
 }
 
 // Config returns the throttler's settings.
@@ -224,86 +209,10 @@ func (t *Throttler) epoch(at time.Time) int64 {
 	return max(int64(at.Sub(t.start)/t.slot), 0)
 }
 
-// count counts requests and accepts in the bucket of slot e, recycling it
-// if it holds an older slot; it counts nothing if the bucket holds a newer
-// one (e is then a window or more before a verdict already counted, out of
-// every window to come), as the slot's own counts would already have gone.
-//
-// Without a lock, what can go wrong is bounded, and only at a rollover:
-//
-//   - A bucket is recycled in three steps: its epoch is swapped from the old
-//     slot to resetting (a compare-and-swap: one caller wins), its counts
-//     are zeroed, and the new slot is published. A count that meets
-//     resetting waits (yielding) until the slot is published and tries
-//     again, so that no count of the new slot is zeroed with the old ones,
-//     none is lost, and no reader takes the old counts for the new slot's.
-//     The wait is the recycler's two stores.
-//   - A count that read its own (old) slot in the bucket just before the
-//     swap, and adds after the counts were zeroed, lands in the new slot: it
-//     moves forward by a window or more (the bucket's old slot was leaving
-//     the window anyway). This needs calls ending a whole window apart at
-//     the same instant.
-//
-// Only the calls inside count at the moment a bucket is recycled for a
-// slot a window newer are affected: at most one count per other goroutine
-// counting at that instant is moved. Calls that end in the same slot are
-// counted exactly, however many end at once (a cold burst's).
-// TestConcurrentCountsAtRolloversWithinTheBound checks the bound.
-func (t *Throttler) count(e int64, accepted bool) {
-	delta := uint64(oneRequest)
-	if accepted {
-		delta += oneAccept
-	}
-	b := &t.b[e%buckets]
-	for {
-		be := b.epoch.Load()
-		switch {
-		case be == e:
-			b.counts.Add(delta)
-			return
-		case be == resetting:
-			runtime.Gosched() // another caller is recycling the bucket
-		case be > e:
-			return
-		case b.epoch.CompareAndSwap(be, resetting):
-			b.counts.Store(0)
-			b.epoch.Store(e)
-		}
-	}
-}
-
-// totals sums the buckets within the window of epoch e. A bucket whose slot
-// changes while it is read is left out: it was being recycled for a slot
-// newer than the oldest of e's window.
-func (t *Throttler) totals(e int64) (requests, accepts int64) {
-	for i := range t.b {
-		b := &t.b[i]
-		be := b.epoch.Load()
-		if be < 0 || be <= e-buckets || be > e {
-			continue // empty, resetting, or out of the window
-		}
-		c := b.counts.Load()
-		if b.epoch.Load() == be {
-			requests += int64(c >> 32)
-			accepts += int64(c & (oneRequest - 1))
-		}
-	}
-	return requests, accepts
-}
-
-// rate is the rejection probability for these counts.
-func (t *Throttler) rate(requests, accepts int64) float64 {
-	if requests < int64(t.cfg.MinimumRequests) {
-		return 0
-	}
-	p := (float64(requests) - t.cfg.Multiplier*float64(accepts)) / float64(requests+1)
-	return min(max(p, 0), t.cfg.MaxRejectionRate/100)
-}
-
 // RejectionRate returns the probability with which the next request would
 // be rejected, from 0 to maxRejectionRate/100.
 func (t *Throttler) RejectionRate() float64 {
-	return t.rate(t.totals(t.epoch(t.clock.Now())))
+	return t.rateAt(t.epoch(t.clock.Now()))
 }
 
 // Counts returns the requests and the accepts counted in the current
@@ -341,7 +250,7 @@ func (t *Throttler) EnterAt(ctx context.Context, now time.Time) (context.Context
 // once.
 func (t *Throttler) admit(now time.Time) bool {
 	e := t.epoch(now)
-	if p := t.rate(t.totals(e)); p > 0 && t.draw() < p {
+	if p := t.rateAt(e); p > 0 && t.draw() < p {
 		t.count(e, false)
 		return false
 	}
