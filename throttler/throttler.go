@@ -292,11 +292,11 @@ func (t *Throttler) Exit(_ context.Context, p resilience.Permit, r resilience.Re
 // Execute runs fn through the throttler, classifying its error with
 // resilience.DefaultClassifier.
 func (t *Throttler) Execute(ctx context.Context, fn func(context.Context) error) (err error) {
-	ctx, p, err := t.Enter(ctx)
+	start := t.clock.Now() // the admission's time and the call's start
+	ctx, p, err := t.EnterAt(ctx, start)
 	if err != nil {
 		return err
 	}
-	start := t.clock.Now()
 	r := resilience.Result{Outcome: resilience.Failure, Err: resilience.ErrPanicked}
 	defer func() {
 		r.End = t.clock.Now()

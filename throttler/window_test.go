@@ -1,9 +1,12 @@
 package throttler
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
 // The rejection probability read by admit (rateAt, which skips summing
@@ -95,4 +98,31 @@ func rateCase(t *testing.T, rnd *rand.Rand, k float64, spread func(*rand.Rand, i
 		want = min(max((float64(r)-k*float64(a))/float64(r+1), 0), 0.9)
 	}
 	return th.rateAt(now), want, f
+}
+
+// countingClock counts its reads.
+type countingClock struct {
+	*resiliencetest.Clock
+	reads int
+}
+
+func (c *countingClock) Now() time.Time { c.reads++; return c.Clock.Now() }
+
+// Execute reads the clock twice per call: once for the admission, which is
+// also the call's start, and once at its end.
+func TestExecuteReadsTheClockTwice(t *testing.T) {
+	clock := &countingClock{Clock: resiliencetest.NewClock(time.Unix(0, 0))}
+	th, err := New(WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		clock.reads = 0
+		if err := th.Execute(t.Context(), func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if clock.reads != 2 {
+			t.Errorf("call %d: Execute read the clock %d times, want 2", i, clock.reads)
+		}
+	}
 }
