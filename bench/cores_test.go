@@ -128,3 +128,60 @@ func newThrottlerB(b *testing.B) *throttler.Throttler {
 	}
 	return th
 }
+
+// BenchmarkThrottlerRefusing is the throttler as a gate (Enter, then Exit
+// with the pipeline's End) against a backend that refuses some of its
+// calls, serial and under b.RunParallel: every call admitted, then the
+// window's refusals make Enter read more than on a healthy backend. "1%":
+// rare errors; "half": with K = 2, at the edge of rejecting (probability
+// about 0); "all": rejecting at the 90 % cap. docs/benchmarks/
+// bulkhead-ratelimiter.md, "The throttler across cores".
+func BenchmarkThrottlerRefusing(b *testing.B) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		every int // one call in every refuses
+	}{{"1pc", 100}, {"half", 2}, {"all", 1}} {
+		newCall := func(th *throttler.Throttler) func() {
+			var n int
+			var end time.Time
+			return func() {
+				if n++; n&255 == 1 {
+					end = time.Now()
+				}
+				r := resilience.Result{Outcome: resilience.Success, End: end}
+				if n%tc.every == 0 {
+					r.Outcome = resilience.Failure
+				}
+				if c, p, err := th.Enter(ctx); err == nil {
+					_ = th.Exit(c, p, r)
+				}
+			}
+		}
+		warm := func(b *testing.B) *throttler.Throttler {
+			th := newThrottlerB(b)
+			call := newCall(th)
+			for range 1000 {
+				call()
+			}
+			return th
+		}
+		b.Run(tc.name+"/serial", func(b *testing.B) {
+			call := newCall(warm(b))
+			b.ReportAllocs()
+			for b.Loop() {
+				call()
+			}
+		})
+		b.Run(tc.name+"/parallel", func(b *testing.B) {
+			th := warm(b)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				call := newCall(th)
+				for pb.Next() {
+					call()
+				}
+			})
+		})
+	}
+}
