@@ -36,14 +36,21 @@ type Call struct {
 
 // Begin starts a call at now, under ctx, the caller's context.
 func (p Plan) Begin(ctx context.Context, now time.Time) Call {
-	c := Call{plan: p, start: now}
+	var c Call
+	c.Begin(p, ctx, now)
+	return c
+}
+
+// Begin is [Plan.Begin] into c, which it overwrites: a caller that keeps
+// its Call in place saves copying it.
+func (c *Call) Begin(p Plan, ctx context.Context, now time.Time) {
+	c.plan, c.start, c.overallAt = p, now, time.Time{}
 	if o := p.Overall; o != nil && o.Duration() > 0 {
 		at := now.Add(o.Duration())
 		if dl, ok := ctx.Deadline(); !ok || at.Before(dl) {
 			c.overallAt = at
 		}
 	}
-	return c
 }
 
 // Deadline returns the call's deadline: the overall timeout's, when it
@@ -56,7 +63,14 @@ func (c *Call) Deadline() (time.Time, bool) { return c.overallAt, !c.overallAt.I
 // itself when ctx's deadline comes first, or when the timeouts only observe
 // (timeout.WithObserve).
 func (c *Call) Attempt(ctx context.Context, now time.Time) (context.Context, AttemptDeadline) {
-	a := AttemptDeadline{plan: c.plan, parent: ctx, start: now}
+	var a AttemptDeadline
+	return c.AttemptInto(&a, ctx, now), a
+}
+
+// AttemptInto is [Call.Attempt] into a, which it overwrites: a caller that
+// keeps the AttemptDeadline in place saves copying it.
+func (c *Call) AttemptInto(a *AttemptDeadline, ctx context.Context, now time.Time) context.Context {
+	*a = AttemptDeadline{plan: c.plan, parent: ctx, start: now}
 	at, scope := c.overallAt, timeout.Overall
 	if t := c.plan.Attempt; t != nil && t.Duration() > 0 {
 		if pa := now.Add(t.Duration()); at.IsZero() || pa.Before(at) {
@@ -64,14 +78,14 @@ func (c *Call) Attempt(ctx context.Context, now time.Time) (context.Context, Att
 		}
 	}
 	if at.IsZero() || c.observes() {
-		return ctx, a
+		return ctx
 	}
 	if dl, ok := ctx.Deadline(); ok && !at.Before(dl) {
-		return ctx, a // the caller's deadline governs
+		return ctx // the caller's deadline governs
 	}
 	a.ctx, a.cancel = context.WithDeadline(ctx, at)
 	a.at, a.scope = at, scope
-	return a.ctx, a
+	return a.ctx
 }
 
 func (c *Call) observes() bool {
