@@ -63,9 +63,9 @@ func (m *Method) begin(c *Call, ctx context.Context, stream bool) {
 		ctx = resilience.Observe(ctx)
 	}
 	c.m, c.caller, c.ctx, c.p = m, ctx, ctx, m.unary
-	plan := m.unaryDeadlines
+	plan := &m.unaryDeadlines
 	if stream {
-		c.p, plan = m.stream, m.streamDeadlines
+		c.p, plan = m.stream, &m.streamDeadlines
 	}
 	c.start = m.e.now()
 	c.deadlines.Begin(plan, ctx, m.e.real(c.start))
