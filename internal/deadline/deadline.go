@@ -98,10 +98,11 @@ func (c *Call) Attempt(ctx context.Context, now time.Time) (context.Context, Att
 	return c.AttemptInto(&a, ctx, now), a
 }
 
-// AttemptInto is [Call.Attempt] into a, which it overwrites: a caller that
-// keeps the AttemptDeadline in place saves copying it.
+// AttemptInto is [Call.Attempt] into a, a zero AttemptDeadline (a new
+// one: it sets only what it needs): a caller that keeps the AttemptDeadline
+// in place saves copying it.
 func (c *Call) AttemptInto(a *AttemptDeadline, ctx context.Context, now time.Time) context.Context {
-	*a = AttemptDeadline{plan: c.plan, parent: ctx, start: now}
+	a.plan, a.parent, a.start = c.plan, ctx, now
 	at, scope := c.overallAt, timeout.Overall
 	if d := c.plan.attemptD; d > 0 {
 		if pa := now.Add(d); at.IsZero() || pa.Before(at) {

@@ -107,8 +107,8 @@ func (c *Call) Admit(ctx context.Context, a *pipeline.Admission, n int) (context
 	return actx, d, err
 }
 
-// admit is Admit into d, which it overwrites once the gates admitted the
-// attempt.
+// admit is Admit into d, a zero AttemptDeadline, which it fills once the
+// gates admitted the attempt.
 func (c *Call) admit(ctx context.Context, a *pipeline.Admission, d *deadline.AttemptDeadline, n int) (context.Context, error) {
 	now := c.start
 	if n > 1 {
