@@ -24,15 +24,15 @@ func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 			// keeps it once Run has returned (a dead-letter entry copies what
 			// it needs); a call that panics leaves it to the collector.
 			u := unaryCalls.Get().(*unaryCall)
-			*u = unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts,
-				pushback: m.ReadsPushback()}
+			u.fullMethod, u.req, u.reply, u.cc, u.invoker, u.opts = fullMethod, req, reply, cc, invoker, opts
+			u.pushback = m.ReadsPushback()
 			_, err := m.Run(ctx, u)
-			*u = unaryCall{} // keeps none of the caller's values
+			u.reset()
 			unaryCalls.Put(u)
 			return err
 		}
-		u := unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts,
-			pushback: m.ReadsPushback()}
+		u := hedgedUnary{unaryCall: unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts,
+			pushback: m.ReadsPushback()}}
 		return u.runHedged(ctx, m)
 	}
 }
@@ -64,13 +64,22 @@ type unaryCall struct {
 	pushback   bool // the method's attempt policy reads the server's pushback
 	// trailer and optsBuf serve the attempts that read the trailer: the
 	// caller's options and grpc.Trailer(&trailer), without allocating for
-	// a caller that passes few options.
+	// a caller that passes few options; optsBuf is cleared after each.
 	trailer metadata.MD
 	optsBuf [4]grpc.CallOption
-	// hedge is a hedged call's copies after the first; hedged is set when
-	// the call hedges.
-	hedge  hedgeState
-	hedged bool
+}
+
+// reset clears what u keeps of the caller's call, field by field (a
+// pooled value: only what a call set, not the whole value).
+func (u *unaryCall) reset() {
+	u.fullMethod, u.req, u.reply, u.cc, u.invoker, u.opts, u.trailer = "", nil, nil, nil, nil, nil, nil
+}
+
+// hedgedUnary is a unary call that hedges: its copies after the first,
+// each made when it is sent.
+type hedgedUnary struct {
+	unaryCall
+	hedge hedgeState
 }
 
 // hedgeCopy is one hedged copy's own results: gRPC writes each into it, and
@@ -84,15 +93,23 @@ type hedgeCopy struct {
 // Attempt makes attempt n of the call. It reads the server's pushback from
 // the trailer for the retry policy (gRFC A6).
 func (u *unaryCall) Attempt(ctx context.Context, n int) error {
-	if n > 1 && u.hedged {
-		return u.copy(ctx, n)
-	}
 	if !u.pushback {
 		return u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.opts...)
 	}
 	u.trailer = nil
 	opts := append(append(u.optsBuf[:0], u.opts...), grpc.Trailer(&u.trailer))
-	return withPushback(u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...), u.trailer)
+	err := u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...)
+	clear(u.optsBuf[:min(len(opts), len(u.optsBuf))]) // keeps none of the caller's options
+	return withPushback(err, u.trailer)
+}
+
+// Attempt makes attempt n of a hedged call: copy n, from 2, with its own
+// results.
+func (u *hedgedUnary) Attempt(ctx context.Context, n int) error {
+	if n > 1 {
+		return u.copy(ctx, n)
+	}
+	return u.unaryCall.Attempt(ctx, n)
 }
 
 // withPushback attaches the pushback of an attempt's trailer to its error.
@@ -113,13 +130,13 @@ func withPushback(err error, trailer metadata.MD) error {
 // made when it is sent, so that copies never write to the same place. When
 // a later copy wins, its results replace the first's once every copy has
 // returned.
-func (u *unaryCall) runHedged(ctx context.Context, m *engine.Method) error {
+func (u *hedgedUnary) runHedged(ctx context.Context, m *engine.Method) error {
 	msg, ok := u.reply.(proto.Message)
 	if !ok {
 		// A reply this package cannot copy (another codec): one attempt.
 		return m.RunOnce(ctx, u)
 	}
-	u.hedge.mt, u.hedged = msg.ProtoReflect().Type(), true // the type, read before copy 1 writes into msg
+	u.hedge.mt = msg.ProtoReflect().Type() // the type, read before copy 1 writes into msg
 	n, err := m.Run(ctx, u)
 	if n > 1 {
 		w := u.hedge.copies[n-2]
@@ -149,7 +166,7 @@ type hedgeState struct {
 }
 
 // copy is hedged copy n (from 2), with its own results.
-func (u *unaryCall) copy(ctx context.Context, n int) error {
+func (u *hedgedUnary) copy(ctx context.Context, n int) error {
 	c := &hedgeCopy{reply: u.hedge.mt.New().Interface()}
 	u.hedge.copies[n-2] = c // each copy writes its own slot; read once every copy has returned
 	opts := make([]grpc.CallOption, 0, len(u.opts)+3)

@@ -263,6 +263,7 @@ func WithObserver(o resilience.Observer) Option {
 // The engine applies timeouts through internal/deadline, which reads these.
 func init() {
 	timeouthooks.Observes = func(t any) bool { return t.(*Timeout).observe }
+	timeouthooks.Reports = func(t any) bool { return t.(*Timeout).rec != nil }
 	timeouthooks.Report = func(ctx context.Context, t any, d time.Duration, timedOut bool) {
 		t.(*Timeout).report(ctx, d, timedOut)
 	}

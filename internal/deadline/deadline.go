@@ -21,29 +21,67 @@ import (
 // caller that measures attempts anyway shares its clock reads (they must be
 // real time, the time context deadlines are in).
 //
-// A Plan is a value of two pointers; it is safe for concurrent use.
+// Make one with [NewPlan], which reads what its calls need of the timeouts
+// (their durations, whether they only observe, whether anyone hears their
+// events) once; a Plan written as a literal is prepared at each call's
+// Begin. A Plan is immutable and safe for concurrent use.
 type Plan struct {
 	Attempt, Overall *timeout.Timeout
+
+	prepared           bool          // made by NewPlan: the fields below hold
+	attemptD, overallD time.Duration // 0 without the timeout
+	observes           bool          // either timeout only observes
+	attemptObserves    bool
+	overallObserves    bool
+	attemptReports     bool // the timeout's events are heard
+	overallReports     bool
+}
+
+// NewPlan returns the plan of the two timeouts, either of which may be nil.
+func NewPlan(attempt, overall *timeout.Timeout) Plan {
+	p := Plan{Attempt: attempt, Overall: overall, prepared: true}
+	if attempt != nil && attempt.Duration() > 0 {
+		p.attemptD = attempt.Duration()
+	}
+	if overall != nil && overall.Duration() > 0 {
+		p.overallD = overall.Duration()
+	}
+	p.attemptObserves, p.overallObserves = observes(attempt), observes(overall)
+	p.observes = p.attemptObserves || p.overallObserves
+	p.attemptReports = attempt != nil && timeouthooks.Reports(attempt)
+	p.overallReports = overall != nil && timeouthooks.Reports(overall)
+	return p
 }
 
 // Call is one call's deadlines under a [Plan]. It is a value used by one
 // goroutine at a time (concurrent attempts each get their own [AttemptDeadline]).
 type Call struct {
-	plan      Plan
+	plan      *Plan
 	start     time.Time
 	overallAt time.Time // the overall timeout's deadline; zero without one, or when the caller's comes first
 }
 
 // Begin starts a call at now, under ctx, the caller's context.
 func (p Plan) Begin(ctx context.Context, now time.Time) Call {
-	c := Call{plan: p, start: now}
-	if o := p.Overall; o != nil && o.Duration() > 0 {
-		at := now.Add(o.Duration())
+	var c Call
+	c.Begin(&p, ctx, now)
+	return c
+}
+
+// Begin is [Plan.Begin] into c, which it overwrites: a caller that keeps
+// its Call in place saves copying it. c keeps p, which must not change.
+func (c *Call) Begin(p *Plan, ctx context.Context, now time.Time) {
+	if !p.prepared {
+		q := NewPlan(p.Attempt, p.Overall)
+		p = &q
+	}
+	c.plan, c.start, c.overallAt = p, now, time.Time{}
+	if p.overallD > 0 {
+		at := now.Add(p.overallD)
 		if dl, ok := ctx.Deadline(); !ok || at.Before(dl) {
 			c.overallAt = at
 		}
 	}
-	return c
 }
 
 // Deadline returns the call's deadline: the overall timeout's, when it
@@ -56,26 +94,30 @@ func (c *Call) Deadline() (time.Time, bool) { return c.overallAt, !c.overallAt.I
 // itself when ctx's deadline comes first, or when the timeouts only observe
 // (timeout.WithObserve).
 func (c *Call) Attempt(ctx context.Context, now time.Time) (context.Context, AttemptDeadline) {
-	a := AttemptDeadline{plan: c.plan, parent: ctx, start: now}
+	var a AttemptDeadline
+	return c.AttemptInto(&a, ctx, now), a
+}
+
+// AttemptInto is [Call.Attempt] into a, a zero AttemptDeadline (a new
+// one: it sets only what it needs): a caller that keeps the AttemptDeadline
+// in place saves copying it.
+func (c *Call) AttemptInto(a *AttemptDeadline, ctx context.Context, now time.Time) context.Context {
+	a.plan, a.parent, a.start = c.plan, ctx, now
 	at, scope := c.overallAt, timeout.Overall
-	if t := c.plan.Attempt; t != nil && t.Duration() > 0 {
-		if pa := now.Add(t.Duration()); at.IsZero() || pa.Before(at) {
+	if d := c.plan.attemptD; d > 0 {
+		if pa := now.Add(d); at.IsZero() || pa.Before(at) {
 			at, scope = pa, timeout.Attempt
 		}
 	}
-	if at.IsZero() || c.observes() {
-		return ctx, a
+	if at.IsZero() || c.plan.observes {
+		return ctx
 	}
 	if dl, ok := ctx.Deadline(); ok && !at.Before(dl) {
-		return ctx, a // the caller's deadline governs
+		return ctx // the caller's deadline governs
 	}
 	a.ctx, a.cancel = context.WithDeadline(ctx, at)
 	a.at, a.scope = at, scope
-	return a.ctx, a
-}
-
-func (c *Call) observes() bool {
-	return observes(c.plan.Attempt) || observes(c.plan.Overall)
+	return a.ctx
 }
 
 // observes reports whether t is set and only observes.
@@ -88,7 +130,7 @@ func report(ctx context.Context, t *timeout.Timeout, d time.Duration, timedOut b
 
 // AttemptDeadline is one attempt's deadline.
 type AttemptDeadline struct {
-	plan   Plan
+	plan   *Plan           // nil in the zero AttemptDeadline
 	parent context.Context // the context Attempt was given
 	start  time.Time
 	ctx    context.Context // derived; nil when none was
@@ -122,19 +164,21 @@ func (a *AttemptDeadline) End(err error, end time.Time) error {
 		a.cancel()
 		a.cancel = nil // released: a Release after End (a deferred Abort) does nothing
 	}
-	t := a.plan.Attempt
-	if t != nil && t.Duration() > 0 {
+	p := a.plan
+	if p.attemptD > 0 {
 		d := end.Sub(a.start)
-		timedOut := ours && a.scope == timeout.Attempt || observes(t) && d >= t.Duration()
-		report(ctx, t, d, timedOut)
+		timedOut := ours && a.scope == timeout.Attempt || p.attemptObserves && d >= p.attemptD
+		if p.attemptReports {
+			report(ctx, p.Attempt, d, timedOut)
+		}
 	}
 	if !ours {
 		return err
 	}
 	if a.scope == timeout.Overall {
-		return &timeout.Error{Scope: timeout.Overall, Timeout: a.plan.Overall.Duration(), Err: err}
+		return &timeout.Error{Scope: timeout.Overall, Timeout: p.overallD, Err: err}
 	}
-	return &timeout.Error{Scope: timeout.Attempt, Timeout: t.Duration(), Err: err}
+	return &timeout.Error{Scope: timeout.Attempt, Timeout: p.attemptD, Err: err}
 }
 
 // End ends the call at end, with err, its final error, and ctx, the
@@ -144,21 +188,25 @@ func (a *AttemptDeadline) End(err error, end time.Time) error {
 // unchanged. Observing (timeout.WithObserve), it reports the call timed out when it
 // took the timeout or longer, and returns err unchanged.
 func (c *Call) End(ctx context.Context, err error, end time.Time) error {
-	o := c.plan.Overall
-	if o == nil || o.Duration() <= 0 {
+	p := c.plan
+	if p == nil || p.overallD <= 0 {
 		return err
 	}
 	d := end.Sub(c.start)
-	if observes(o) {
-		report(ctx, o, d, d >= o.Duration())
+	if p.overallObserves {
+		if p.overallReports {
+			report(ctx, p.Overall, d, d >= p.overallD)
+		}
 		return err
 	}
 	te, wrapped := asError(err)
 	wrapped = wrapped && te.Scope == timeout.Overall
 	ours := wrapped || err != nil && ctx.Err() == nil && !c.overallAt.IsZero() && !end.Before(c.overallAt)
-	report(ctx, o, d, ours)
+	if p.overallReports {
+		report(ctx, p.Overall, d, ours)
+	}
 	if ours && !wrapped {
-		return &timeout.Error{Scope: timeout.Overall, Timeout: o.Duration(), Err: err}
+		return &timeout.Error{Scope: timeout.Overall, Timeout: p.overallD, Err: err}
 	}
 	return err
 }

@@ -131,3 +131,67 @@ func TestObservingDerivesNothing(t *testing.T) {
 		}
 	})
 }
+
+// A plan made with NewPlan decides as a literal one: the same deadline, the
+// same errors and the same events (each heard only when it has an
+// observer), observing or enforcing.
+func TestNewPlanDecidesAsALiteralPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		observe bool
+		heard   bool
+	}{
+		{"enforcing, heard", false, true},
+		{"enforcing, unheard", false, false},
+		{"observing, heard", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			type outcome struct {
+				derived bool
+				left    time.Duration
+				attempt string
+				call    string
+				events  int
+			}
+			run := func(t *testing.T, prepared bool) (o outcome) {
+				synctest.Test(t, func(t *testing.T) {
+					obs := new(resiliencetest.Observer)
+					var opts []timeout.Option
+					if tc.observe {
+						opts = append(opts, timeout.WithObserve())
+					}
+					if tc.heard {
+						opts = append(opts, timeout.WithObserver(obs))
+					}
+					p := plan(t, 100*time.Millisecond, time.Second, opts...)
+					if prepared {
+						p = deadline.NewPlan(p.Attempt, p.Overall)
+					}
+					start := time.Now()
+					c := p.Begin(t.Context(), start)
+					actx, d := c.Attempt(t.Context(), start)
+					o.derived = actx != t.Context()
+					if dl, ok := actx.Deadline(); ok {
+						o.left = dl.Sub(start)
+					}
+					time.Sleep(150 * time.Millisecond) // virtual time
+					err := d.End(errors.New("failed"), time.Now())
+					o.attempt = err.Error()
+					o.call = c.End(t.Context(), err, time.Now()).Error()
+					o.events = len(obs.Events())
+				})
+				return o
+			}
+			literal, prepared := run(t, false), run(t, true)
+			if literal != prepared {
+				t.Fatalf("NewPlan: %+v, a literal plan: %+v", prepared, literal)
+			}
+			if tc.heard != (literal.events == 2) || !tc.heard && literal.events != 0 {
+				t.Fatalf("%d events, heard %v", literal.events, tc.heard)
+			}
+			if tc.observe == literal.derived {
+				t.Fatalf("derived a context: %v, observing: %v", literal.derived, tc.observe)
+			}
+		})
+	}
+}

@@ -63,12 +63,12 @@ func (m *Method) begin(c *Call, ctx context.Context, stream bool) {
 		ctx = resilience.Observe(ctx)
 	}
 	c.m, c.caller, c.ctx, c.p = m, ctx, ctx, m.unary
-	plan := m.unaryDeadlines
+	plan := &m.unaryDeadlines
 	if stream {
-		c.p, plan = m.stream, m.streamDeadlines
+		c.p, plan = m.stream, &m.streamDeadlines
 	}
 	c.start = m.e.now()
-	c.deadlines = plan.Begin(ctx, m.e.real(c.start))
+	c.deadlines.Begin(plan, ctx, m.e.real(c.start))
 	dl, bounded := c.deadlines.Deadline()
 	if bounded && m.waits && !m.observe {
 		c.ctx, c.cancel = context.WithDeadline(ctx, dl)
@@ -102,19 +102,26 @@ func (c *Call) Attempts() int {
 // nothing; otherwise end the attempt with Finish, and defer a.Abort so that
 // a panic gives every permit back.
 func (c *Call) Admit(ctx context.Context, a *pipeline.Admission, n int) (context.Context, deadline.AttemptDeadline, error) {
+	var d deadline.AttemptDeadline
+	actx, err := c.admit(ctx, a, &d, n)
+	return actx, d, err
+}
+
+// admit is Admit into d, a zero AttemptDeadline, which it fills once the
+// gates admitted the attempt.
+func (c *Call) admit(ctx context.Context, a *pipeline.Admission, d *deadline.AttemptDeadline, n int) (context.Context, error) {
 	now := c.start
 	if n > 1 {
 		now = c.m.e.now()
 	}
 	if err := c.p.AdmitAt(ctx, a, now); err != nil {
-		return ctx, deadline.AttemptDeadline{}, err
+		return ctx, err
 	}
 	actx := a.Context()
 	if n > 1 {
 		actx = c.m.e.t.Mark(actx, n-1)
 	}
-	actx, d := c.deadlines.Attempt(actx, c.m.e.real(a.Start()))
-	return actx, d, nil
+	return c.deadlines.AttemptInto(d, actx, c.m.e.real(a.Start())), nil
 }
 
 // Finish ends an attempt that [Call.Admit] admitted, with its error: its
@@ -326,7 +333,8 @@ func (c *Call) retried(a Attempt) (int, error) {
 // attempt is attempt n through the gates.
 func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
 	var adm pipeline.Admission
-	actx, d, err := c.Admit(ctx, &adm, n)
+	var d deadline.AttemptDeadline
+	actx, err := c.admit(ctx, &adm, &d, n)
 	if err != nil {
 		return err
 	}
@@ -339,7 +347,8 @@ func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
 // last end.
 func (c *Call) hedgedCopy(ctx context.Context, a Attempt, n int) error {
 	var adm pipeline.Admission
-	actx, d, err := c.Admit(ctx, &adm, n)
+	var d deadline.AttemptDeadline
+	actx, err := c.admit(ctx, &adm, &d, n)
 	if err != nil {
 		return err
 	}

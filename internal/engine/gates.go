@@ -15,7 +15,8 @@ import (
 // rejection errors. It keeps the wire error of the last refusal: a policy
 // returns one error value per kind of refusal (a breaker one per state), so
 // while it keeps refusing, every refusal reuses one wire error and refusing
-// does not allocate.
+// does not allocate. Its Exit is its gate's, unchanged: a pipeline calls
+// the gate's own (pipeline.Forwarder).
 type wired struct {
 	g    resilience.Gate
 	t    Transport
@@ -32,22 +33,12 @@ func (w *wired) Enter(ctx context.Context) (context.Context, resilience.Permit, 
 	return ctx, p, nil
 }
 
-// EnterAt gives now to a gate that needs the time (pipeline.TimedGate).
-func (w *wired) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
-	t, ok := w.g.(pipeline.TimedGate)
-	if !ok {
-		return w.Enter(ctx)
-	}
-	ctx, p, err := t.EnterAt(ctx, now)
-	if err != nil {
-		return ctx, p, w.wire(err)
-	}
-	return ctx, p, nil
-}
-
 func (w *wired) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
 	return w.g.Exit(ctx, p, r)
 }
+
+// ExitsThrough returns the gate whose Exit is w's (pipeline.Forwarder).
+func (w *wired) ExitsThrough() resilience.Gate { return w.g }
 
 func (w *wired) wire(err error) error {
 	if last := w.last.Load(); last != nil && last.err == err {
@@ -56,6 +47,22 @@ func (w *wired) wire(err error) error {
 	r := &wiredRefusal{err: err, wire: w.t.Rejection(err)}
 	w.last.Store(r)
 	return r.wire
+}
+
+// wiredTimed is a wired gate that needs the time (pipeline.TimedGate): the
+// check is made once, when it is wired.
+type wiredTimed struct {
+	wired
+	timed pipeline.TimedGate
+}
+
+// EnterAt gives now to the gate.
+func (w *wiredTimed) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
+	ctx, p, err := w.timed.EnterAt(ctx, now)
+	if err != nil {
+		return ctx, p, w.wire(err)
+	}
+	return ctx, p, nil
 }
 
 // wiredEarly is a wired gate that may exit early (a breaker: a half-open
@@ -69,9 +76,34 @@ func (w *wiredEarly) Commit(ctx context.Context, p resilience.Permit, r resilien
 	return w.early.Commit(ctx, p, r)
 }
 
+// wiredEarlyTimed is both.
+type wiredEarlyTimed struct {
+	wiredTimed
+	early pipeline.EarlyGate
+}
+
+func (w *wiredEarlyTimed) Commit(ctx context.Context, p resilience.Permit, r resilience.Result) bool {
+	return w.early.Commit(ctx, p, r)
+}
+
+// wire wraps g, keeping the optional interfaces it has (pipeline.TimedGate,
+// pipeline.EarlyGate) and only those.
 func wire(g resilience.Gate, t Transport) resilience.Gate {
-	if e, ok := g.(pipeline.EarlyGate); ok {
-		return &wiredEarly{wired: wired{g: g, t: t}, early: e}
+	e, early := g.(pipeline.EarlyGate)
+	tg, timed := g.(pipeline.TimedGate)
+	switch {
+	case early && timed:
+		w := &wiredEarlyTimed{wiredTimed: wiredTimed{timed: tg}, early: e}
+		w.g, w.t = g, t
+		return w
+	case early:
+		w := &wiredEarly{early: e}
+		w.g, w.t = g, t
+		return w
+	case timed:
+		w := &wiredTimed{timed: tg}
+		w.g, w.t = g, t
+		return w
 	}
 	return &wired{g: g, t: t}
 }
@@ -110,3 +142,6 @@ func (g *throttleGate) EnterAt(ctx context.Context, now time.Time) (context.Cont
 func (g *throttleGate) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
 	return g.t.Exit(ctx, p, r)
 }
+
+// ExitsThrough returns the throttler, whose Exit is g's (pipeline.Forwarder).
+func (g *throttleGate) ExitsThrough() resilience.Gate { return g.t }

@@ -173,8 +173,8 @@ func (e *Engine) build(st *state, group, name string) *Method {
 			m.dlq, m.dlOn = q, s.DeadLetter.Config.On
 		}
 	}
-	m.unaryDeadlines = deadline.Plan{Attempt: m.newTimeout(s.PerAttempt, timeout.Attempt), Overall: m.newTimeout(s.Overall, timeout.Overall)}
-	m.streamDeadlines = deadline.Plan{Attempt: m.newTimeout(s.StreamPerAttempt, timeout.Attempt), Overall: m.newTimeout(s.StreamOverall, timeout.Overall)}
+	m.unaryDeadlines = deadline.NewPlan(m.newTimeout(s.PerAttempt, timeout.Attempt), m.newTimeout(s.Overall, timeout.Overall))
+	m.streamDeadlines = deadline.NewPlan(m.newTimeout(s.StreamPerAttempt, timeout.Attempt), m.newTimeout(s.StreamOverall, timeout.Overall))
 	return m
 }
 

@@ -20,25 +20,79 @@ const Other = "_OTHER"
 // pending) is folded in too once the lookups that took the lock for it
 // outnumber the snapshot's entries: the fold's cost is then paid by as many
 // locked lookups, and every later one takes no lock.
+//
+// In front of the snapshot, hot holds the entries of up to hotSlots keys,
+// one per slot, chosen by a hash of a key's last bytes: a read there is one
+// atomic load and one string comparison (equal strings at the same address,
+// a generated method name, compare without reading them). A slot is filled
+// once, by the first snapshot read of a key that maps to it, and never
+// replaced: a key whose slot another holds reads the snapshot every time,
+// and the per-call path never writes to memory shared between calls.
 type methodTable struct {
-	snap    atomic.Pointer[map[string]*Method]
-	pending map[string]*Method // under Engine.mu
-	n       int                // entries in snap and pending, under Engine.mu
-	copied  int                // entries copied into new snapshots, under Engine.mu
-	misses  int                // lookups found in pending since the last fold, under Engine.mu
+	snap    atomic.Pointer[map[string]*tableEntry]
+	hot     [hotSlots]atomic.Pointer[tableEntry]
+	pending map[string]*tableEntry // under Engine.mu
+	n       int                    // entries in snap and pending, under Engine.mu
+	copied  int                    // entries copied into new snapshots, under Engine.mu
+	misses  int                    // lookups found in pending since the last fold, under Engine.mu
 }
 
+// tableEntry is one key's entry, made once when the key is stored.
+type tableEntry struct {
+	key string
+	m   *Method
+}
+
+// hotSlots is the size of a table's hot cache (a power of two).
+const (
+	hotBits  = 6
+	hotSlots = 1 << hotBits
+)
+
 func newMethodTable() *methodTable {
-	t := &methodTable{pending: map[string]*Method{}}
-	empty := map[string]*Method{}
+	t := &methodTable{pending: map[string]*tableEntry{}}
+	empty := map[string]*tableEntry{}
 	t.snap.Store(&empty)
 	return t
 }
 
-// load returns the entry of key from the snapshot.
+// hotIndex returns key's slot in the hot cache: a hash of its length and
+// its last 8 bytes (a method's name).
+func hotIndex(key string) int {
+	n := len(key)
+	var x uint64
+	if n >= 8 {
+		b := key[n-8:] // one 8-byte load, as the compiler combines it
+		x = uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	} else {
+		for i := range n {
+			x = x<<8 | uint64(key[i])
+		}
+	}
+	x ^= uint64(n)
+	return int((x * 0x9E3779B97F4A7C15) >> (64 - hotBits))
+}
+
+// load returns the entry of key from the hot cache or the snapshot.
 func (t *methodTable) load(key string) (*Method, bool) {
-	m, ok := (*t.snap.Load())[key]
-	return m, ok
+	if e := t.hot[hotIndex(key)].Load(); e != nil && e.key == key {
+		return e.m, true
+	}
+	return t.loadSnap(key)
+}
+
+// loadSnap returns the entry of key from the snapshot, and puts it in the
+// hot cache when its slot is free.
+func (t *methodTable) loadSnap(key string) (*Method, bool) {
+	e, ok := (*t.snap.Load())[key]
+	if !ok {
+		return nil, false
+	}
+	if h := &t.hot[hotIndex(key)]; h.Load() == nil {
+		h.CompareAndSwap(nil, e)
+	}
+	return e.m, true
 }
 
 // loadLocked looks in the snapshot and the pending map. Called with
@@ -47,18 +101,19 @@ func (t *methodTable) loadLocked(key string) (*Method, bool) {
 	if m, ok := t.load(key); ok {
 		return m, true
 	}
-	m, ok := t.pending[key]
-	if ok {
-		if t.misses++; t.misses > len(*t.snap.Load()) {
-			t.fold()
-		}
+	e, ok := t.pending[key]
+	if !ok {
+		return nil, false
 	}
-	return m, ok
+	if t.misses++; t.misses > len(*t.snap.Load()) {
+		t.fold()
+	}
+	return e.m, true
 }
 
 // storeLocked adds an entry. Called with Engine.mu held.
 func (t *methodTable) storeLocked(key string, m *Method) {
-	t.pending[key] = m
+	t.pending[key] = &tableEntry{key: key, m: m}
 	t.n++
 	if len(t.pending) < max(len(*t.snap.Load()), 16) {
 		return
@@ -70,7 +125,7 @@ func (t *methodTable) storeLocked(key string, m *Method) {
 // Engine.mu held.
 func (t *methodTable) fold() {
 	snap := *t.snap.Load()
-	next := make(map[string]*Method, len(snap)+len(t.pending))
+	next := make(map[string]*tableEntry, len(snap)+len(t.pending))
 	for k, v := range snap {
 		next[k] = v
 	}
@@ -79,6 +134,6 @@ func (t *methodTable) fold() {
 	}
 	t.copied += len(next)
 	t.snap.Store(&next)
-	t.pending = map[string]*Method{}
+	t.pending = map[string]*tableEntry{}
 	t.misses = 0
 }

@@ -92,3 +92,63 @@ func TestAFewMethodsAreReadWithoutTheLock(t *testing.T) {
 		t.Errorf("a lookup allocates %v times", n)
 	}
 }
+
+// The hot cache in front of the snapshot returns each key's own entry:
+// keys that share a slot (200 keys over 64 slots), a key whose string is
+// built at run time (another address, the same name), and, after a reload,
+// the new configuration's entries, never the old table's.
+func TestTheHotCacheReturnsEachKeysOwnEntry(t *testing.T) {
+	const n = 200
+	methods := make(map[string]*config.Policies, n)
+	keys := make([]string, n)
+	for i := range keys {
+		methods[fmt.Sprintf("M%d", i)] = &config.Policies{}
+		keys[i] = fmt.Sprintf("/big.Service/M%d", i)
+	}
+	cfg := &config.Config{Services: map[string]*config.Service{"big.Service": {Methods: methods}}}
+	e, err := New(cfg, fakeTransport{}, Options{MaxKeys: n + 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	slots := map[int]int{}
+	for _, k := range keys {
+		slots[hotIndex(k)]++
+	}
+	if len(slots) >= n {
+		t.Fatalf("no two of %d keys share a slot: the test checks nothing", n)
+	}
+	check := func(t *testing.T, want map[string]*Method) {
+		t.Helper()
+		for round := range 3 {
+			for i := range keys {
+				k := keys[(i*7+round)%n]
+				m := lookup(e, k)
+				if m == nil || "/"+m.Name() != k {
+					t.Fatalf("round %d: %s found %v", round, k, m)
+				}
+				if want[k] != nil && want[k] != m {
+					t.Fatalf("round %d: %s found another entry than its first lookup", round, k)
+				}
+				if c := lookup(e, strings.Clone(k)); c != m {
+					t.Fatalf("round %d: %s, as a string of its own, found %v, want %v", round, k, c, m)
+				}
+				want[k] = m
+			}
+		}
+	}
+	first := map[string]*Method{}
+	t.Run("keys sharing slots", func(t *testing.T) { check(t, first) })
+	t.Run("after a reload", func(t *testing.T) {
+		if err := e.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+		second := map[string]*Method{}
+		check(t, second)
+		for _, k := range keys {
+			if first[k] == second[k] {
+				t.Fatalf("%s: the reloaded table returned the old table's entry", k)
+			}
+		}
+	})
+}

@@ -31,6 +31,35 @@ type TimedGate interface {
 	EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error)
 }
 
+// A Forwarder is a [resilience.Gate] whose Exit is another gate's Exit,
+// called with the same arguments and returning its result unchanged (a
+// gate that only rewrites its Enter's refusals): a [Pipeline] calls that
+// gate's Exit directly, once per attempt, saving a call per gate.
+type Forwarder interface {
+	resilience.Gate
+	// ExitsThrough returns the gate whose Exit this gate's Exit is.
+	ExitsThrough() resilience.Gate
+}
+
+// maxForwards bounds the Forwarders a pipeline follows from one gate.
+const maxForwards = 8
+
+// exitOf returns the gate whose Exit g's Exit is.
+func exitOf(g resilience.Gate) resilience.Gate {
+	for range maxForwards {
+		f, ok := g.(Forwarder)
+		if !ok {
+			return g
+		}
+		next := f.ExitsThrough()
+		if next == nil {
+			return g
+		}
+		g = next
+	}
+	return g
+}
+
 // MaxGates is the most gates one [Pipeline] runs; it keeps an [Admission] a
 // fixed-size value that lives on the stack.
 const MaxGates = 6
@@ -45,7 +74,10 @@ const MaxGates = 6
 // A Pipeline is immutable and safe for concurrent use.
 type Pipeline struct {
 	gates    []resilience.Gate
-	timed    [MaxGates]TimedGate // gates[i] as a TimedGate, or nil
+	timed    [MaxGates]TimedGate       // gates[i] as a TimedGate, or nil
+	exits    [MaxGates]resilience.Gate // the gate whose Exit is gates[i]'s (Forwarder)
+	early    [MaxGates]EarlyGate       // gates[i] as an EarlyGate, or nil
+	anyTimed bool                      // some gate is a TimedGate
 	classify resilience.Classifier
 	clock    resilience.Clock
 	observe  bool // admits what a gate refuses (Observing)
@@ -74,6 +106,9 @@ func NewPipeline(classify resilience.Classifier, clock resilience.Clock, gates .
 	}
 	for i, g := range p.gates {
 		p.timed[i], _ = g.(TimedGate)
+		p.exits[i] = exitOf(g)
+		p.early[i], _ = g.(EarlyGate)
+		p.anyTimed = p.anyTimed || p.timed[i] != nil
 	}
 	return p, nil
 }
@@ -124,7 +159,7 @@ type Admission struct {
 // returns the refusal. a must not hold an attempt that has not ended.
 func (p *Pipeline) Admit(ctx context.Context, a *Admission) error {
 	var now time.Time
-	if p.timed != [MaxGates]TimedGate{} {
+	if p.anyTimed {
 		now = p.clock.Now()
 	}
 	return p.admit(ctx, a, now, true)
@@ -217,7 +252,7 @@ func (a *Admission) Commit(err error) {
 	end := a.p.clock.Now()
 	r := resilience.Result{Err: err, Outcome: a.p.classify(err), Duration: end.Sub(a.start), End: end}
 	for i := a.n - 1; i >= 0; i-- {
-		if g, ok := a.p.gates[i].(EarlyGate); ok && a.exited&(1<<i) == 0 && g.Commit(a.in[i], a.permits[i], r) {
+		if g := a.p.early[i]; g != nil && a.exited&(1<<i) == 0 && g.Commit(a.in[i], a.permits[i], r) {
 			a.exited |= 1 << i
 		}
 	}
@@ -244,14 +279,14 @@ func (a *Admission) exit(r resilience.Result) error {
 		if i >= 0 { // gates[i].Exit panicked
 			for i--; i >= 0; i-- {
 				if a.exited&(1<<i) == 0 {
-					a.p.gates[i].Exit(a.in[i], a.permits[i], r)
+					a.p.exits[i].Exit(a.in[i], a.permits[i], r)
 				}
 			}
 		}
 	}()
 	for ; i >= 0; i-- {
 		if a.exited&(1<<i) == 0 {
-			r.Err = a.p.gates[i].Exit(a.in[i], a.permits[i], r)
+			r.Err = a.p.exits[i].Exit(a.in[i], a.permits[i], r)
 		}
 	}
 	return r.Err

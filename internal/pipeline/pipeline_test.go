@@ -230,3 +230,71 @@ func TestObservingPipelineAdmitsWhatAGateRefuses(t *testing.T) {
 		t.Fatal("Observe marks a context once, and Observing tells it apart")
 	}
 }
+
+// forwarder is a gate whose Exit is another's (pipeline.Forwarder): it logs
+// when its own Exit is called, which a pipeline should not need.
+type forwarder struct {
+	to  resilience.Gate // nil: forwards nowhere (itself)
+	log *[]string
+}
+
+func (f *forwarder) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	if f.to == nil {
+		return ctx, resilience.Permit{}, nil
+	}
+	return f.to.Enter(ctx)
+}
+
+func (f *forwarder) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
+	*f.log = append(*f.log, "forwarder's own Exit")
+	if f.to == nil {
+		return r.Err
+	}
+	return f.to.Exit(ctx, p, r)
+}
+
+func (f *forwarder) ExitsThrough() resilience.Gate { return f.to }
+
+// A pipeline calls the Exit a Forwarder forwards to, through any number of
+// them, once; a Forwarder that names no gate, or a chain of them longer than
+// the bound (a cycle), is exited itself.
+func TestAPipelineExitsTheGateAForwarderForwardsTo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gate func(log *[]string) resilience.Gate
+		want []string
+	}{
+		{"one forwarder", func(log *[]string) resilience.Gate {
+			return &forwarder{to: &gate{name: "g", log: log}, log: log}
+		}, []string{"g>", "<g:success"}},
+		{"two forwarders", func(log *[]string) resilience.Gate {
+			return &forwarder{to: &forwarder{to: &gate{name: "g", log: log}, log: log}, log: log}
+		}, []string{"g>", "<g:success"}},
+		{"forwarding nowhere", func(log *[]string) resilience.Gate {
+			return &forwarder{log: log}
+		}, []string{"forwarder's own Exit"}},
+		{"a cycle", func(log *[]string) resilience.Gate {
+			f := &forwarder{log: log}
+			f.to = f
+			return f
+		}, nil}, // Enter would recurse: only built, below
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log []string
+			g := tc.gate(&log)
+			p, err := pipeline.NewPipeline(nil, nil, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil {
+				return // NewPipeline returned: the bound held
+			}
+			if err := p.Run(t.Context(), func(context.Context) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(log, tc.want) {
+				t.Fatalf("log %q, want %q", log, tc.want)
+			}
+		})
+	}
+}
