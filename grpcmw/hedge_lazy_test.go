@@ -74,15 +74,7 @@ defaults:
 // a context, a goroutine for the first copy and the call itself on the
 // heap).
 func TestAHedgedCallThatNeedsNoHedgeAllocatesLittle(t *testing.T) {
-	cfg, err := grpcmw.ParseConfig([]byte("defaults: { hedging: { maxAttempts: 3, hedgingDelay: 1s } }"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := grpcmw.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer chain.Close()
+	chain := chainFor(t, "defaults: { hedging: { maxAttempts: 3, hedgingDelay: 1s } }")
 	icpt := chain.UnaryClientInterceptor()
 	var copies atomic.Int32
 	invoke := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
@@ -122,20 +114,12 @@ func TestHedgingAPanicInTheFirstCopyGivesPermitsBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cfg, err := grpcmw.ParseConfig([]byte(`
+				chain := chainFor(t, `
 defaults:
   retry: { enabled: false }
   bulkhead: { maxConcurrentCalls: 2 }
   hedging: { maxAttempts: 2, hedgingDelay: 50ms }
-`))
-				if err != nil {
-					t.Fatal(err)
-				}
-				chain, err := grpcmw.New(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer chain.Close()
+`)
 				var copies, cancelled atomic.Int32
 				invoke := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
 					if copies.Add(1) == 1 {
@@ -164,4 +148,19 @@ defaults:
 			})
 		})
 	}
+}
+
+// chainFor returns a chain of yamlConfig, closed when the test ends.
+func chainFor(t *testing.T, yamlConfig string) *grpcmw.Chain {
+	t.Helper()
+	cfg, err := grpcmw.ParseConfig([]byte(yamlConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := grpcmw.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(chain.Close)
+	return chain
 }

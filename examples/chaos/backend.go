@@ -169,13 +169,20 @@ func (b *backend) stop() {
 	b.srv.Stop()
 }
 
-// UnaryCall is the one method the clients call.
-func (b *backend) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+// arrive counts a request that arrives, and one more in flight (the caller
+// takes it off when it is answered); it returns the request's number.
+func (b *backend) arrive() int64 {
 	n := b.received.Add(1)
 	in := b.inflight.Add(1)
-	defer b.inflight.Add(-1)
 	for p := b.peak.Load(); in > p && !b.peak.CompareAndSwap(p, in); p = b.peak.Load() {
 	}
+	return n
+}
+
+// UnaryCall is the one method the clients call.
+func (b *backend) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	n := b.arrive()
+	defer b.inflight.Add(-1)
 	switch behaviour(b.mode.Load()) {
 	case failing:
 		return nil, status.Error(codes.Unavailable, msgDown)

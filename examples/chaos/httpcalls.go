@@ -47,11 +47,8 @@ func (c config) unavailable() string {
 // shedding (429 with Retry-After for -shed pushback), nothing until the
 // client gives up while hanging, 404 for a missing item, 200 otherwise.
 func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	n := b.received.Add(1)
-	in := b.inflight.Add(1)
+	n := b.arrive()
 	defer b.inflight.Add(-1)
-	for p := b.peak.Load(); in > p && !b.peak.CompareAndSwap(p, in); p = b.peak.Load() {
-	}
 	switch behaviour(b.mode.Load()) {
 	case failing:
 		http.Error(w, msgDown, http.StatusServiceUnavailable)
