@@ -14,7 +14,7 @@ import (
 func ExampleHedge() {
 	errUnavailable := errors.New("unavailable")
 	cfg := retry.DefaultHedgeConfig()
-	cfg.MaxAttempts = 3
+	cfg.MaxAttempts = 2 // two copies at most: the second one wins, however late it runs
 	cfg.HedgingDelay = time.Millisecond
 	h, err := retry.NewHedge(
 		retry.WithHedgeConfig(cfg),
