@@ -4,7 +4,8 @@ import (
 	"math"
 	"runtime"
 	"sync/atomic"
-	_ "unsafe" // go:linkname
+
+	"github.com/meshless/meshless/internal/procpin"
 )
 
 // slots is the semaphore of a fixed bulkhead that does not wait: its
@@ -99,11 +100,7 @@ func newSlotsN(limit, n int) *slots {
 }
 
 // home returns the index of the calling goroutine's processor's shard.
-func (s *slots) home() int {
-	p := procPin()
-	procUnpin()
-	return p & s.mask
-}
+func (s *slots) home() int { return procpin.ID() & s.mask }
 
 // tryAcquire takes a free permit, or reports that there was none.
 func (s *slots) tryAcquire() bool { return s.tryAcquireAt(s.home()) }
@@ -218,12 +215,3 @@ func (s *slots) held() int {
 	}
 	return min(max(s.limit-free, 0), s.limit)
 }
-
-// procPin and procUnpin pin the goroutine to its processor and return the
-// processor's id (the runtime keeps them for linkname callers: go.dev/issue/67401).
-//
-//go:linkname procPin runtime.procPin
-func procPin() int
-
-//go:linkname procUnpin runtime.procUnpin
-func procUnpin()
