@@ -108,6 +108,9 @@ type permit struct {
 	b   *Bulkhead
 	ap  adaptivelimiter.Permit // the adaptive limiter's permit; nil for a fixed bulkhead
 	ctx context.Context
+	// waited: the call waited for its permit (acquireWaiting), so the time
+	// it was entered is no longer its start.
+	waited bool
 }
 
 // acquire asks the bulkhead to admit one call. It returns a permit to end
@@ -177,7 +180,9 @@ func (b *Bulkhead) acquireWaiting(ctx context.Context) (permit, error) {
 	}
 	waited := b.cfg.clock.Now().Sub(start)
 	if err == nil {
-		return b.admit(ctx, ap, waited), nil
+		p := b.admit(ctx, ap, waited)
+		p.waited = true
+		return p, nil
 	}
 	var full *FullError
 	if errors.Is(err, fsbulkhead.ErrFull) || errors.Is(err, adaptivelimiter.ErrExceeded) {

@@ -2,6 +2,7 @@ package bulkhead
 
 import (
 	"context"
+	"time"
 
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 
@@ -28,6 +29,12 @@ var (
 // A panic in fn gives the permit back (dropped: a panic is no latency
 // sample) and goes on up. On a fixed bulkhead Execute allocates nothing.
 func (b *Bulkhead) Execute(ctx context.Context, fn func(context.Context) error) error {
+	return b.execute(ctx, fn, resilience.Next{})
+}
+
+// execute is Execute, of fn, or of next when fn is nil: a call admitted at
+// once passes on the time next was entered ([resilience.Next.RunAt]).
+func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, next resilience.Next) error {
 	p, err := b.acquire(ctx)
 	if err != nil {
 		return err
@@ -38,7 +45,15 @@ func (b *Bulkhead) Execute(ctx context.Context, fn func(context.Context) error) 
 			p.Drop()
 		}
 	}()
-	err = fn(ctx)
+	if fn != nil {
+		err = fn(ctx)
+	} else {
+		entered, _ := next.Entered()
+		if p.waited {
+			entered = time.Time{}
+		}
+		err = next.RunAt(ctx, entered)
+	}
 	done = true
 	p.Done(err)
 	return err
@@ -47,8 +62,11 @@ func (b *Bulkhead) Execute(ctx context.Context, fn func(context.Context) error) 
 // Apply is [Bulkhead.Execute] in the shape of [resilience.Policy], the method
 // through which [resilience.NewChain] composes policies; it is not a second
 // way in: call Execute, or put the bulkhead in a chain.
+//
+// A call admitted at once passes on the time the policy outside passed
+// ([resilience.Next.Entered]); a call that waited for its permit does not.
 func (b *Bulkhead) Apply(ctx context.Context, next resilience.Next) error {
-	return b.Execute(ctx, next.Run)
+	return b.execute(ctx, nil, next)
 }
 
 // Enter is the first step of the [resilience.Gate] contract, for meshless's

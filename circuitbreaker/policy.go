@@ -26,9 +26,14 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 	default:
 		return b.executeSlow(ctx, fn)
 	}
-	// The closed path, without building a permit.
 	clk := b.config().clock
-	start := clk.Now()
+	return b.closed(ctx, p, clk, clk.Now(), fn, resilience.Next{})
+}
+
+// closed runs fn on the closed path, without building a permit: a call
+// that began at start, a reading of clk. When fn is nil it runs next,
+// passing start on ([resilience.Next.RunAt]).
+func (b *Breaker) closed(ctx context.Context, p *period, clk resilience.Clock, start time.Time, fn func(context.Context) error, next resilience.Next) error {
 	done := false
 	defer func() {
 		if !done {
@@ -36,7 +41,12 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 			b.finish(ctx, p, nil, resilience.Failure, now.Sub(start), now)
 		}
 	}()
-	err := fn(ctx)
+	var err error
+	if fn != nil {
+		err = fn(ctx)
+	} else {
+		err = next.RunAt(ctx, start)
+	}
 	done = true
 	now := endOf(clk, start)
 	b.finish(ctx, p, nil, b.outcome(err), now.Sub(start), now)
@@ -73,6 +83,28 @@ func (b *Breaker) executeSlow(ctx context.Context, fn func(context.Context) erro
 // Apply is [Breaker.Execute] in the shape of [resilience.Policy], the method
 // through which [resilience.NewChain] composes policies; it is not a second
 // way in: call Execute, or put the breaker in a chain.
+//
+// In a chain the breaker shares its clock reading: on the system clock, a
+// call's start is the time the policy outside passed ([resilience.Next.Entered]),
+// or the breaker's own reading, and the breaker passes it on
+// ([resilience.Next.RunAt]) — a per-attempt timeout inside derives its
+// deadline from it instead of reading the clock again.
 func (b *Breaker) Apply(ctx context.Context, next resilience.Next) error {
-	return b.Execute(ctx, next.Run)
+	p := b.cur.Load()
+	switch p.state {
+	case StateClosed, StateMetricsOnly:
+	case StateOpen, StateForcedOpen:
+		return b.reject(ctx, p)
+	default:
+		return b.executeSlow(ctx, next.Run)
+	}
+	clk := b.config().clock
+	if clk != resilience.SystemClock() {
+		return b.closed(ctx, p, clk, clk.Now(), next.Run, resilience.Next{})
+	}
+	start, ok := next.Entered()
+	if !ok {
+		start = time.Now()
+	}
+	return b.closed(ctx, p, clk, start, nil, next)
 }

@@ -26,8 +26,19 @@ func (l *Limiter) Execute(ctx context.Context, fn func(context.Context) error) e
 // Apply is [Limiter.Execute] in the shape of [resilience.Policy], the method
 // through which [resilience.NewChain] composes policies; it is not a second
 // way in: call Execute, or put the limiter in a chain.
+//
+// A limiter that never makes a call wait (timeoutDuration 0) passes on the
+// time the policy outside passed ([resilience.Next.Entered]); one that may
+// does not.
 func (l *Limiter) Apply(ctx context.Context, next resilience.Next) error {
-	return l.Execute(ctx, next.Run)
+	entered, ok := next.Entered()
+	if !ok || l.waits() {
+		return l.Execute(ctx, next.Run)
+	}
+	if err := l.acquire(ctx); err != nil {
+		return err
+	}
+	return next.RunAt(ctx, entered)
 }
 
 // Enter is the first step of the [resilience.Gate] contract, for meshless's

@@ -116,6 +116,10 @@ func (l *Limiter) acquire(ctx context.Context) error {
 	return l.acquireWaiting(ctx)
 }
 
+// waits reports whether a call may wait for its permit: a permit that
+// is not free at once is reserved and waited for (timeoutDuration).
+func (l *Limiter) waits() bool { return l.sh == nil && l.cfg.timeout != 0 }
+
 // acquireWaiting reserves a permit that comes free within timeoutDuration
 // (and before ctx's deadline) with failsafe-go's TryReservePermit, and waits
 // for it.

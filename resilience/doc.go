@@ -36,4 +36,10 @@
 // goroutine. [CoarseClock] is an opt-in that trades exactness (it can lag
 // the real time by milliseconds under CPU load) for a cheaper read; a
 // process that never asks for it starts no clock goroutine.
+//
+// In a [Chain] a call's start is read once: a policy that read the system
+// clock passes the reading on with [Next.RunAt], and the next policy takes
+// it from [Next.Entered] instead of reading the clock again (a breaker's
+// start becomes the per-attempt timeout's). A policy that made the call
+// wait, or that runs the rest with [Next.Run], passes nothing on.
 package resilience

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/meshless/meshless/resilience"
 )
@@ -49,3 +50,30 @@ func ExampleIsRejection() {
 
 // A registry creates one instance per key on first use and refuses keys past
 // its bound.
+
+// A policy that reads the clock passes the reading on with RunAt, and the
+// policy inside takes it with Entered instead of reading the clock again:
+// here a timer policy measures the call from the time its caller read.
+func ExampleNext_RunAt() {
+	var start time.Time
+	readsTheClock := resilience.PolicyFunc(func(ctx context.Context, next resilience.Next) error {
+		start = time.Now()
+		return next.RunAt(ctx, start)
+	})
+	timer := resilience.PolicyFunc(func(ctx context.Context, next resilience.Next) error {
+		at, ok := next.Entered()
+		if !ok {
+			at = time.Now() // nobody outside read the clock
+		}
+		fmt.Println("took the reading from outside:", ok && at.Equal(start))
+		err := next.Run(ctx)
+		_ = time.Since(at) // the call's duration
+		return err
+	})
+	chain := resilience.NewChain(readsTheClock, timer)
+	_ = chain.Execute(context.Background(), func(context.Context) error { return nil })
+	_ = resilience.NewChain(timer).Execute(context.Background(), func(context.Context) error { return nil })
+	// Output:
+	// took the reading from outside: true
+	// took the reading from outside: false
+}

@@ -1,6 +1,9 @@
 package resilience
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Func is the call that policies protect.
 type Func func(ctx context.Context) error
@@ -27,21 +30,45 @@ func (f PolicyFunc) Apply(ctx context.Context, next Next) error { return f(ctx, 
 // call. It is a small value, passed by value, so running a chain does not
 // allocate.
 type Next struct {
-	policies []Policy
-	fn       Func
+	// The fields fit in registers beside a context, so that a policy's
+	// Apply gets its Next without a copy through memory.
+	ps      *[]Policy // the chain's policies; the rest begins at i
+	i       int
+	fn      Func
+	entered time.Time // see Entered; zero when the policy outside passed none
 }
 
 // Run runs the rest of the chain with ctx. A policy may call Run more than
 // once (a retry) or not at all (a rejection).
 func (n Next) Run(ctx context.Context) error {
-	if len(n.policies) == 0 {
+	return n.RunAt(ctx, time.Time{})
+}
+
+// RunAt is [Next.Run] for a policy that has just read the clock: now, a
+// reading of the system clock ([time.Now]), is passed to the next policy as
+// the time it was entered (see [Next.Entered]), so that it need not read the
+// clock again — a circuit breaker's reading of a call's start becomes the
+// start of the per-attempt timeout inside it, and a call reads the clock
+// once where each policy read it before. Pass only a reading of the real
+// clock taken with nothing between it and RunAt that may wait (a bulkhead
+// that queued a call calls Run); the zero time passes none.
+func (n Next) RunAt(ctx context.Context, now time.Time) error {
+	if n.ps == nil || n.i >= len(*n.ps) {
 		if n.fn == nil {
 			return nil
 		}
 		return n.fn(ctx)
 	}
-	return n.policies[0].Apply(ctx, Next{policies: n.policies[1:], fn: n.fn})
+	return (*n.ps)[n.i].Apply(ctx, Next{ps: n.ps, i: n.i + 1, fn: n.fn, entered: now})
 }
+
+// Entered returns when the current policy — the one whose Apply received
+// this Next — was entered, as the policy outside it read the system clock
+// and passed it with [Next.RunAt], and whether it passed one. A policy that
+// needs the time a call starts (a breaker, a timeout) takes it instead of
+// reading the clock, when its own clock is the system clock; a policy that
+// does not wait passes it on with RunAt, and one that waited does not.
+func (n Next) Entered() (time.Time, bool) { return n.entered, !n.entered.IsZero() }
 
 // Chain composes policies in the order given: the first is the outermost.
 // The zero Chain runs the call alone. A Chain is immutable and safe for
@@ -53,7 +80,7 @@ func (n Next) Run(ctx context.Context) error {
 //
 // (see docs/order.md for why). Chain itself imposes no order.
 type Chain struct {
-	policies []Policy
+	ps *[]Policy // nil for the zero Chain
 }
 
 // NewChain returns a chain of the given policies, outermost first. Nil
@@ -65,23 +92,29 @@ func NewChain(policies ...Policy) Chain {
 			ps = append(ps, p)
 		}
 	}
-	return Chain{policies: ps}
+	return Chain{ps: &ps}
 }
 
 // Len returns the number of policies in the chain.
-func (c Chain) Len() int { return len(c.policies) }
+func (c Chain) Len() int {
+	if c.ps == nil {
+		return 0
+	}
+	return len(*c.ps)
+}
 
 // Execute runs fn under every policy of the chain. It allocates nothing of its
 // own; the policies allocate only what they need (a timeout its context).
 func (c Chain) Execute(ctx context.Context, fn Func) error {
-	return Next{policies: c.policies, fn: fn}.Run(ctx)
+	return Next{ps: c.ps, fn: fn}.Run(ctx)
 }
 
 // Apply runs next under the chain's policies, so a chain is itself a [Policy]
 // and chains nest.
 func (c Chain) Apply(ctx context.Context, next Next) error {
-	if len(c.policies) == 0 {
-		return next.Run(ctx)
+	if c.Len() == 0 {
+		return next.RunAt(ctx, next.entered)
 	}
-	return c.Execute(ctx, next.Run)
+	// The chain's first policy is entered when the chain is.
+	return Next{ps: c.ps, fn: next.Run}.RunAt(ctx, next.entered)
 }

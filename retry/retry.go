@@ -50,9 +50,20 @@ func New(opts ...Option) (*Retry, error) {
 func (r *Retry) MaxAttempts() int { return r.cfg.MaxAttempts }
 
 // Apply runs next, retrying as configured. It is the [resilience.Policy]
-// form of [Retry.Execute].
+// form of [Retry.Execute]. The first attempt starts when the retry is
+// entered: the time the policy outside passed ([resilience.Next.Entered])
+// goes on to it, and not to the attempts after a backoff.
 func (r *Retry) Apply(ctx context.Context, next resilience.Next) error {
-	return r.Execute(ctx, next.Run)
+	entered, _ := next.Entered()
+	a := r.Begin(ctx)
+	for {
+		err := next.RunAt(ctx, entered)
+		wait, again := a.Next(err)
+		if !again || !a.Wait(wait) {
+			return err
+		}
+		entered = time.Time{}
+	}
 }
 
 // Execute calls fn, and again after a backoff while its error is retryable

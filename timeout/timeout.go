@@ -133,18 +133,26 @@ func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) e
 		t.report(ctx, d, d >= t.d)
 		return err
 	}
-	return t.executeFrom(ctx, time.Now(), fn)
+	return t.executeFrom(ctx, time.Now(), fn, resilience.Next{})
 }
 
-func (t *Timeout) executeFrom(ctx context.Context, start time.Time, fn func(context.Context) error) error {
+// executeFrom is Execute from start, of fn, or of next when fn is nil,
+// passing start on ([resilience.Next.RunAt]).
+func (t *Timeout) executeFrom(ctx context.Context, start time.Time, fn func(context.Context) error, next resilience.Next) error {
+	run := func(ctx context.Context) error {
+		if fn != nil {
+			return fn(ctx)
+		}
+		return next.RunAt(ctx, start)
+	}
 	deadline := start.Add(t.d)
 	if dl, ok := ctx.Deadline(); ok && !deadline.Before(dl) {
-		err := fn(ctx) // the caller's deadline comes first: it governs
+		err := run(ctx) // the caller's deadline comes first: it governs
 		t.reportSince(ctx, start, false)
 		return err
 	}
 	tctx, cancel := context.WithDeadline(ctx, deadline)
-	err := fn(tctx)
+	err := run(tctx)
 	ours := timedOut(ctx, tctx, deadline, err)
 	cancel()
 	t.reportSince(ctx, start, ours)
@@ -209,8 +217,20 @@ func (t *Timeout) Exit(ctx context.Context, p resilience.Permit, r resilience.Re
 type observed struct{}
 
 // Apply is [Timeout.Execute] as a [resilience.Policy].
+//
+// In a chain the timeout takes its start from the policy outside when that
+// policy read the clock ([resilience.Next.Entered]: a circuit breaker's
+// reading of the call's start), instead of reading it again, and passes its
+// start on ([resilience.Next.RunAt]).
 func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
-	return t.Execute(ctx, next.Run)
+	if t.d <= 0 || t.observe {
+		return t.Execute(ctx, next.Run)
+	}
+	start, ok := next.Entered()
+	if !ok {
+		start = time.Now()
+	}
+	return t.executeFrom(ctx, start, nil, next)
 }
 
 // reportSince reports a call that began at start. Without an observer it
