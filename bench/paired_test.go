@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/otelmw"
+)
+
+// BenchmarkGRPCUnaryTCPPaired is B5 measured in pairs. Two clients take
+// turns call by call in one loop — A B B A A B … — over loopback TCP, so
+// that each pair of calls shares the machine's state of that moment: the
+// load, the scheduler, the collector, the connection. Separate
+// sub-benchmarks (BenchmarkGRPCUnaryTCP) run seconds apart on connections of
+// their own, and their rounds move by more than the 3 % target.
+//
+// One op is one call of each client. Reported: each client's ns per call
+// (a, b), the ratio of their totals (b/a, which a few slow calls move) and
+// the median of the pairs' ratios (b/a, which they do not: the figure to
+// read). Each client calls with context.Background() unless its name says
+// it sets a 1 s timeout, as meshless's default per-attempt timeout does.
+//
+// Every pair but own-conns shares one connection; meshless's client goes
+// through the chain's unary interceptor as grpc.ClientConn.Invoke calls it,
+// so the interceptor is the only difference.
+//
+//   - defaults: bare with a 1 s timeout (a) against meshless on defaults (b): B5.
+//   - own-conns: the same, each client on a connection of its own, meshless's
+//     dialled with chain.DialOptions(), as a user would.
+//   - no-timeouts: bare (a) against meshless with its timeouts off (b).
+//   - otelmw: bare with a 1 s timeout (a) against meshless on defaults with
+//     otelmw and the OpenTelemetry SDK (b).
+//
+// And four calibrations of the method itself:
+//
+//   - same-client: bare with a 1 s timeout on both sides; the median is 1
+//     if the method favours neither side.
+//   - pass-through: bare (a) against an interceptor that only calls the
+//     invoker (b).
+//   - all-off: the pass-through interceptor (a) against meshless with every
+//     policy off (b): what the engine's presence costs a real call.
+//   - spin-1us: the pass-through interceptor (a) against one that first
+//     computes for about 1 µs (b): what 1 µs of work before a call adds to
+//     it on this machine.
+func BenchmarkGRPCUnaryTCPPaired(b *testing.B) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	startServer(b, lis)
+	dial := func(b *testing.B, opts ...grpc.DialOption) *grpc.ClientConn {
+		conn, err := grpc.NewClient(lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = conn.Close() })
+		return conn
+	}
+	conn := dial(b)
+	bare := testgrpc.NewTestServiceClient(conn)
+	through := func(ui grpc.UnaryClientInterceptor) testgrpc.TestServiceClient {
+		return testgrpc.NewTestServiceClient(intercepted{conn, ui})
+	}
+	meshless := func(b *testing.B, yaml string, opts ...grpcmw.Option) testgrpc.TestServiceClient {
+		var cfg *grpcmw.Config
+		if yaml != "" {
+			c, err := grpcmw.ParseConfig([]byte(yaml))
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg = c
+		}
+		chain, err := grpcmw.New(cfg, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return through(chain.UnaryClientInterceptor())
+	}
+	b.Run("defaults", func(b *testing.B) {
+		benchPaired(b, withTimeout{bare}, meshless(b, ""))
+	})
+	b.Run("own-conns", func(b *testing.B) {
+		own := testgrpc.NewTestServiceClient(dial(b, newChain(b).DialOptions()...))
+		benchPaired(b, withTimeout{testgrpc.NewTestServiceClient(dial(b))}, own)
+	})
+	b.Run("no-timeouts", func(b *testing.B) {
+		benchPaired(b, bare, meshless(b, "defaults: { timeout: { enabled: false } }"))
+	})
+	b.Run("otelmw", func(b *testing.B) {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		obs, err := otelmw.New(mp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = obs.Close() })
+		benchPaired(b, withTimeout{bare}, meshless(b, "", grpcmw.WithObserver(obs)))
+	})
+	b.Run("same-client", func(b *testing.B) {
+		benchPaired(b, withTimeout{bare}, withTimeout{bare})
+	})
+	b.Run("pass-through", func(b *testing.B) {
+		benchPaired(b, bare, through(passThrough))
+	})
+	b.Run("all-off", func(b *testing.B) {
+		benchPaired(b, through(passThrough), meshless(b, `defaults: { timeout: { enabled: false }, retry: { enabled: false },
+			circuitBreaker: { enabled: false }, bulkhead: { enabled: false }, adaptiveThrottling: { enabled: false } }`))
+	})
+	b.Run("spin-1us", func(b *testing.B) {
+		benchPaired(b, through(passThrough), through(spinThenInvoke))
+	})
+}
+
+// benchPaired makes b.N calls on each client, alternating call by call, the
+// first of each pair alternating too.
+func benchPaired(b *testing.B, ca, cb testgrpc.TestServiceClient) {
+	req := &testgrpc.SimpleRequest{}
+	call := func(c testgrpc.TestServiceClient) time.Duration {
+		start := time.Now()
+		if _, err := c.UnaryCall(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	call(ca) // connect, resolve the method
+	call(cb)
+	var ta, tb time.Duration
+	ratios := make([]float64, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		var da, db time.Duration
+		if i%2 == 0 {
+			da = call(ca)
+			db = call(cb)
+		} else {
+			db = call(cb)
+			da = call(ca)
+		}
+		ta += da
+		tb += db
+		ratios = append(ratios, float64(db)/float64(da))
+	}
+	b.StopTimer()
+	slices.Sort(ratios)
+	b.ReportMetric(float64(ta.Nanoseconds())/float64(b.N), "a-ns/call")
+	b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N), "b-ns/call")
+	b.ReportMetric(float64(tb)/float64(ta), "ratio")
+	b.ReportMetric(ratios[len(ratios)/2], "median-ratio")
+}
+
+// withTimeout is a client that calls with a 1 s timeout.
+type withTimeout struct {
+	testgrpc.TestServiceClient
+}
+
+func (c withTimeout) UnaryCall(ctx context.Context, in *testgrpc.SimpleRequest, opts ...grpc.CallOption) (*testgrpc.SimpleResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return c.TestServiceClient.UnaryCall(ctx, in, opts...)
+}
+
+// intercepted is a connection whose unary calls go through an interceptor,
+// as they do on a grpc.ClientConn dialled with it.
+type intercepted struct {
+	cc *grpc.ClientConn
+	ui grpc.UnaryClientInterceptor
+}
+
+func (c intercepted) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return c.ui(ctx, method, args, reply, c.cc, invoke, opts...)
+}
+
+func (c intercepted) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.cc.NewStream(ctx, desc, method, opts...)
+}
+
+func invoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+	return cc.Invoke(ctx, method, req, reply, opts...)
+}
+
+func passThrough(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// spinN is how many steps of a linear congruential generator spinThenInvoke
+// computes: about 1 µs on the machine of docs/benchmarks.md
+// (BenchmarkSpin measures it).
+const spinN = 900
+
+var spinSeed, spinSink uint64 = 1, 0
+
+func spin() {
+	x := spinSeed
+	for range spinN {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	spinSink = x
+}
+
+func spinThenInvoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	spin()
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// BenchmarkSpin is the work spinThenInvoke adds, alone.
+func BenchmarkSpin(b *testing.B) {
+	for b.Loop() {
+		spin()
+	}
+}
