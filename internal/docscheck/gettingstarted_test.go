@@ -11,7 +11,8 @@ package docscheck
 //	<!-- output of metrics /metrics -->         the distinct meshless_ names metrics serves at /metrics
 //
 // The module requires github.com/meshless/meshless, replaced by this
-// repository, and is tidied and built offline (GOPROXY=off): its go.mod
+// repository; its module graph is fetched into the module cache (see
+// fetchModules), and it is tidied and built offline (GOPROXY=off): its go.mod
 // lists, besides, the requirements of examples/go.mod, which needs every
 // module the page's programs import, and its go.sum is the repository's.
 // go mod tidy keeps what the programs use.
@@ -135,6 +136,7 @@ func module(t *testing.T, files map[string]string) (dir, bin, gomod string) {
 			t.Fatal(err)
 		}
 	}
+	fetchModules(t, dir)
 	bin = filepath.Join(dir, "start")
 	for _, args := range [][]string{{"mod", "tidy"}, {"build", "-o", bin, "."}} {
 		cmd := exec.CommandContext(t.Context(), "go", args...)
@@ -148,6 +150,28 @@ func module(t *testing.T, files map[string]string) (dir, bin, gomod string) {
 		t.Fatal(err)
 	}
 	return dir, bin, string(b)
+}
+
+// fetchModules puts every module of dir's module graph in the module
+// cache, through the user's GOPROXY: go mod tidy also reads the modules
+// that only the dependencies' tests import (go-cmp for grpc's, say), which
+// building the repository never fetched, so a fresh machine lacks them.
+// What is cached already is not fetched again. When they cannot be fetched
+// (no network), the test skips, and under CI=true it fails.
+func fetchModules(t *testing.T, dir string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "go", "mod", "download", "all")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("the programs of %s need every module of their module graph in the module cache, and go mod download all failed: %v\n%s", gettingStarted, err, out)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }
 
 // inOrder checks that each of want ends a line of got, in order, and
