@@ -60,19 +60,7 @@ func benchClient(b *testing.B, conn *grpc.ClientConn) {
 
 // B5: a unary call over loopback TCP, with and without the chain, same run.
 func BenchmarkGRPCUnaryTCP(b *testing.B) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	startServer(b, lis)
-	dial := func(b *testing.B, opts ...grpc.DialOption) *grpc.ClientConn {
-		conn, err := grpc.NewClient(lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = conn.Close() })
-		return conn
-	}
+	dial := loopback(b)
 	b.Run("bare", func(b *testing.B) { benchClient(b, dial(b)) })
 	b.Run("meshless", func(b *testing.B) { benchClient(b, dial(b, newChain(b).DialOptions()...)) })
 	b.Run("bare-per-call-timeout", func(b *testing.B) {
@@ -92,14 +80,7 @@ func BenchmarkGRPCUnaryTCP(b *testing.B) {
 	b.Run("meshless-otelmw", func(b *testing.B) {
 		// The default configuration with otelmw recording every event into
 		// the OpenTelemetry SDK.
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-		b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-		obs, err := otelmw.New(mp)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = obs.Close() })
-		chain, err := grpcmw.New(nil, grpcmw.WithObserver(obs))
+		chain, err := grpcmw.New(nil, grpcmw.WithObserver(sdkObserver(b)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -142,6 +123,38 @@ func BenchmarkGRPCUnaryTCP(b *testing.B) {
 			}
 		}
 	})
+}
+
+// sdkObserver returns otelmw on the OpenTelemetry SDK, with a manual
+// reader, both closed when the benchmark ends.
+func sdkObserver(b *testing.B) *otelmw.Observer {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	obs, err := otelmw.New(mp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = obs.Close() })
+	return obs
+}
+
+// loopback starts the server on a loopback TCP port and returns how to dial
+// it: a new connection each time, closed when the benchmark that dialled it
+// ends.
+func loopback(b *testing.B) func(b *testing.B, opts ...grpc.DialOption) *grpc.ClientConn {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	startServer(b, lis)
+	return func(b *testing.B, opts ...grpc.DialOption) *grpc.ClientConn {
+		conn, err := grpc.NewClient(lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = conn.Close() })
+		return conn
+	}
 }
 
 // The interceptor's own cost: a unary call over bufconn (no network), with

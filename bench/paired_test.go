@@ -2,19 +2,14 @@ package bench
 
 import (
 	"context"
-	"net"
 	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-
 	"github.com/meshless/meshless/grpcmw"
-	"github.com/meshless/meshless/otelmw"
 )
 
 // BenchmarkGRPCUnaryTCPPaired is B5 measured in pairs. Two clients take
@@ -53,19 +48,7 @@ import (
 //     computes for about 1 µs (b): what 1 µs of work before a call adds to
 //     it on this machine.
 func BenchmarkGRPCUnaryTCPPaired(b *testing.B) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	startServer(b, lis)
-	dial := func(b *testing.B, opts ...grpc.DialOption) *grpc.ClientConn {
-		conn, err := grpc.NewClient(lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = conn.Close() })
-		return conn
-	}
+	dial := loopback(b)
 	conn := dial(b)
 	bare := testgrpc.NewTestServiceClient(conn)
 	through := func(ui grpc.UnaryClientInterceptor) testgrpc.TestServiceClient {
@@ -97,14 +80,7 @@ func BenchmarkGRPCUnaryTCPPaired(b *testing.B) {
 		benchPaired(b, bare, meshless(b, "defaults: { timeout: { enabled: false } }"))
 	})
 	b.Run("otelmw", func(b *testing.B) {
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-		b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-		obs, err := otelmw.New(mp)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = obs.Close() })
-		benchPaired(b, withTimeout{bare}, meshless(b, "", grpcmw.WithObserver(obs)))
+		benchPaired(b, withTimeout{bare}, meshless(b, "", grpcmw.WithObserver(sdkObserver(b))))
 	})
 	b.Run("same-client", func(b *testing.B) {
 		benchPaired(b, withTimeout{bare}, withTimeout{bare})
