@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,8 +24,25 @@ type Server struct {
 	persistent bool
 	dir        string // the data directory of a persistent server
 
-	mu  sync.Mutex
-	cmd *exec.Cmd // nil while killed
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // nil while killed
+	exited chan struct{} // closed once cmd has exited and been waited for
+}
+
+// errAddrInUse is the error of a server whose port another process took.
+var errAddrInUse = errors.New("address already in use")
+
+// maxPortAttempts bounds the ports Start tries.
+const maxPortAttempts = 5
+
+// pickPort returns a loopback port that was free a moment ago.
+var pickPort = func() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Option configures a [Server].
@@ -59,15 +78,22 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		s.dir = tb.TempDir()
 	}
 	// A free port: the kernel picks one, we close it, redis-server takes it.
-	// Another process could take it in between; start then fails clearly.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
-	s.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	if err := s.start(); err != nil {
-		tb.Fatalf("redistest: %v", err)
+	// Another process can take it in between (a listener, or the local end
+	// of a connection to somewhere else): redis-server then exits at once,
+	// saying the address is in use, and we try another port.
+	for attempt := 1; ; attempt++ {
+		port, err := pickPort()
+		if err != nil {
+			tb.Fatalf("redistest: %v", err)
+		}
+		s.port = port
+		err = s.start()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errAddrInUse) || attempt == maxPortAttempts {
+			tb.Fatalf("redistest: %v", err)
+		}
 	}
 	tb.Cleanup(s.Kill)
 	return s
@@ -88,7 +114,7 @@ func (s *Server) Kill() {
 		return
 	}
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 
@@ -115,62 +141,95 @@ func (s *Server) start() error {
 		args = append(args, "--appendonly", "no", "--dir", s.tb.TempDir())
 	}
 	cmd := exec.Command(s.bin, args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = cmd.Stdout
+	log := &logBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	// Keep the pipe drained so that redis-server never blocks on its log.
-	lines := make(chan string, 64)
+	exited := make(chan struct{})
 	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		close(lines)
+		_ = cmd.Wait()
+		close(exited)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if ping(s.Addr()) == nil {
-			s.cmd = cmd
+		if answers(s.Addr(), cmd.Process.Pid) == nil {
+			s.cmd, s.exited = cmd, exited
 			return nil
+		}
+		select {
+		case <-exited:
+			err := fmt.Errorf("redis-server on port %d exited at once: %q", s.port, log.lines())
+			if log.has("Address already in use") {
+				err = fmt.Errorf("%w: %w", errAddrInUse, err)
+			}
+			return err
+		case <-time.After(10 * time.Millisecond): // polling for the process to listen, bounded above
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			var log []string
-			for l := range lines {
-				log = append(log, l)
-			}
-			return fmt.Errorf("redis-server on port %d did not answer within 10s: %q", s.port, log)
+			<-exited
+			return fmt.Errorf("redis-server on port %d did not answer within 10s: %q", s.port, log.lines())
 		}
-		time.Sleep(10 * time.Millisecond) // polling for the process to listen, bounded above
 	}
 }
 
-// ping sends PING in RESP and waits for +PONG.
-func ping(addr string) error {
+// logBuffer keeps the first maxLog bytes redis-server writes, for the
+// message of a server that did not start.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const maxLog = 16 << 10
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p[:min(len(p), maxLog-len(b.buf))]...)
+	return len(p), nil
+}
+
+func (b *logBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Split(strings.TrimRight(string(b.buf), "\n"), "\n")
+}
+
+func (b *logBuffer) has(s string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Contains(string(b.buf), s)
+}
+
+// answers reports whether the redis-server at addr is process pid (not
+// another test's, started on the same port a moment before), from the
+// process_id line of INFO server.
+func answers(addr string, pid int) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+	if _, err := c.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
 	if err != nil {
 		return err
 	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", line)
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if !strings.HasPrefix(head, "$") || err != nil || n < 0 || n > 1<<20 {
+		return fmt.Errorf("INFO answered %q", head)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	if !strings.Contains(string(body), "process_id:"+strconv.Itoa(pid)+"\r\n") {
+		return fmt.Errorf("the server on %s is not process %d", addr, pid)
 	}
 	return nil
 }

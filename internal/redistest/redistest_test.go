@@ -3,6 +3,7 @@ package redistest_test
 import (
 	"bufio"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -100,4 +101,53 @@ func command(t *testing.T, addr, cmd string) string {
 		t.Fatal(err)
 	}
 	return line
+}
+
+// Start's port is one the kernel handed out and Start gave back; another
+// process can take it before redis-server binds it. Start then takes
+// another port, and never mistakes another server on that port for its own.
+func TestStartTakesAnotherPortWhenItsPortIsTaken(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		take func(t *testing.T) string // occupies a port; returns its address
+	}{
+		{"by a listener", func(t *testing.T) string {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			return l.Addr().String()
+		}},
+		{"by another redis-server", func(t *testing.T) string { return redistest.Start(t).Addr() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := tt.take(t)
+			_, p, err := net.SplitHostPort(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			taken, err := strconv.Atoi(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			picks := 0
+			defer redistest.SetPickPort(func() (int, error) {
+				if picks++; picks == 1 {
+					return taken, nil
+				}
+				return redistest.PickPort()
+			})()
+			srv := redistest.Start(t)
+			if srv.Addr() == addr {
+				t.Fatalf("started on the taken %s", addr)
+			}
+			if picks != 2 {
+				t.Errorf("picked %d ports, want 2: the taken one, then a free one", picks)
+			}
+			if err := ping(srv.Addr()); err != nil {
+				t.Fatalf("the server on %s does not answer: %v", srv.Addr(), err)
+			}
+		})
+	}
 }
