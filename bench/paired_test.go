@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,24 +53,7 @@ func BenchmarkGRPCUnaryTCPPaired(b *testing.B) {
 	dial := loopback(b)
 	conn := dial(b)
 	bare := testgrpc.NewTestServiceClient(conn)
-	through := func(ui grpc.UnaryClientInterceptor) testgrpc.TestServiceClient {
-		return testgrpc.NewTestServiceClient(intercepted{conn, ui})
-	}
-	meshless := func(b *testing.B, yaml string, opts ...grpcmw.Option) testgrpc.TestServiceClient {
-		var cfg *grpcmw.Config
-		if yaml != "" {
-			c, err := grpcmw.ParseConfig([]byte(yaml))
-			if err != nil {
-				b.Fatal(err)
-			}
-			cfg = c
-		}
-		chain, err := grpcmw.New(cfg, opts...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return through(chain.UnaryClientInterceptor())
-	}
+	through, meshless := clientsOn(conn)
 	b.Run("defaults", func(b *testing.B) {
 		benchPaired(b, withTimeout{bare}, meshless(b, ""))
 	})
@@ -89,12 +74,74 @@ func BenchmarkGRPCUnaryTCPPaired(b *testing.B) {
 		benchPaired(b, bare, through(passThrough))
 	})
 	b.Run("all-off", func(b *testing.B) {
-		benchPaired(b, through(passThrough), meshless(b, `defaults: { timeout: { enabled: false }, retry: { enabled: false },
-			circuitBreaker: { enabled: false }, bulkhead: { enabled: false }, adaptiveThrottling: { enabled: false } }`))
+		benchPaired(b, through(passThrough), meshless(b, allOff("")))
 	})
 	b.Run("spin-1us", func(b *testing.B) {
 		benchPaired(b, through(passThrough), through(spinThenInvoke))
 	})
+}
+
+// BenchmarkGRPCUnaryTCPPairedPolicies is what each policy of the defaults
+// adds to a real call, in pairs as BenchmarkGRPCUnaryTCPPaired measures:
+// meshless with every policy off (a) against meshless with that one policy
+// on, as the defaults set it (b). "timeout" is both timeouts, so its
+// figure holds the deadline's own cost, which any client that sets one
+// pays: deadline-alone is that cost, a bare client (a) against the same
+// with a 1 s timeout (b).
+func BenchmarkGRPCUnaryTCPPairedPolicies(b *testing.B) {
+	conn := loopback(b)(b)
+	_, meshless := clientsOn(conn)
+	off := meshless(b, allOff(""))
+	b.Run("deadline-alone", func(b *testing.B) {
+		bare := testgrpc.NewTestServiceClient(conn)
+		benchPaired(b, bare, withTimeout{bare})
+	})
+	for _, p := range []string{"timeout", "retry", "circuitBreaker", "bulkhead", "adaptiveThrottling"} {
+		b.Run(p, func(b *testing.B) {
+			benchPaired(b, off, meshless(b, allOff(p)))
+		})
+	}
+}
+
+// allOff is the defaults with every policy off but on, if any.
+func allOff(on string) string {
+	var y strings.Builder
+	y.WriteString("defaults: {")
+	for i, p := range []string{"timeout", "retry", "circuitBreaker", "bulkhead", "adaptiveThrottling"} {
+		if i > 0 {
+			y.WriteString(",")
+		}
+		fmt.Fprintf(&y, " %s: { enabled: %t }", p, p == on)
+	}
+	y.WriteString(" }")
+	return y.String()
+}
+
+// clientsOn returns, on conn, a client through an interceptor, and one
+// through a meshless chain built from yaml ("" for the defaults).
+func clientsOn(conn *grpc.ClientConn) (
+	through func(grpc.UnaryClientInterceptor) testgrpc.TestServiceClient,
+	meshless func(b *testing.B, yaml string, opts ...grpcmw.Option) testgrpc.TestServiceClient,
+) {
+	through = func(ui grpc.UnaryClientInterceptor) testgrpc.TestServiceClient {
+		return testgrpc.NewTestServiceClient(intercepted{conn, ui})
+	}
+	meshless = func(b *testing.B, yaml string, opts ...grpcmw.Option) testgrpc.TestServiceClient {
+		var cfg *grpcmw.Config
+		if yaml != "" {
+			c, err := grpcmw.ParseConfig([]byte(yaml))
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg = c
+		}
+		chain, err := grpcmw.New(cfg, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return through(chain.UnaryClientInterceptor())
+	}
+	return through, meshless
 }
 
 // benchPaired makes b.N calls on each client, alternating call by call, the
