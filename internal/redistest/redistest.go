@@ -143,6 +143,9 @@ func (s *Server) start() error {
 	cmd := exec.Command(s.bin, args...)
 	log := &logBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
+	// A child redis-server forks (an append-only file's rewrite) inherits
+	// the log: once the server has exited, Wait does not wait for it.
+	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -159,7 +162,7 @@ func (s *Server) start() error {
 		}
 		select {
 		case <-exited:
-			err := fmt.Errorf("redis-server on port %d exited at once: %q", s.port, log.lines())
+			err := fmt.Errorf("redis-server on port %d exited before it answered: %q", s.port, log.lines())
 			if log.has("Address already in use") {
 				err = fmt.Errorf("%w: %w", errAddrInUse, err)
 			}
