@@ -15,8 +15,9 @@ import (
 // rejection errors. It keeps the wire error of the last refusal: a policy
 // returns one error value per kind of refusal (a breaker one per state), so
 // while it keeps refusing, every refusal reuses one wire error and refusing
-// does not allocate. Its Exit is its gate's, unchanged: a pipeline calls
-// the gate's own (pipeline.Forwarder).
+// does not allocate. Its Enter and Exit are its gate's, but for the
+// refusals: a pipeline calls the gate's own (pipeline.Wrapper,
+// pipeline.Forwarder), and w's Refused on a refusal.
 type wired struct {
 	g    resilience.Gate
 	t    Transport
@@ -39,6 +40,14 @@ func (w *wired) Exit(ctx context.Context, p resilience.Permit, r resilience.Resu
 
 // ExitsThrough returns the gate whose Exit is w's (pipeline.Forwarder).
 func (w *wired) ExitsThrough() resilience.Gate { return w.g }
+
+// EntersThrough returns the gate whose Enter is w's, but for its refusals
+// (pipeline.Wrapper).
+func (w *wired) EntersThrough() resilience.Gate { return w.g }
+
+// Refused returns the wire error of the gate's refusal err
+// (pipeline.Wrapper).
+func (w *wired) Refused(err error) error { return w.wire(err) }
 
 func (w *wired) wire(err error) error {
 	if last := w.last.Load(); last != nil && last.err == err {

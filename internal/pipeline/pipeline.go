@@ -41,6 +41,19 @@ type Forwarder interface {
 	ExitsThrough() resilience.Gate
 }
 
+// A Wrapper is a [resilience.Gate] whose Enter is another gate's Enter,
+// called with the same arguments, with its refusals rewritten (a
+// transport's rejection errors): a [Pipeline] enters that gate directly and
+// calls Refused on a refusal only, saving a call per gate on every attempt.
+type Wrapper interface {
+	resilience.Gate
+	// EntersThrough returns the gate whose Enter this gate's Enter is.
+	EntersThrough() resilience.Gate
+	// Refused returns the refusal this gate's Enter returns for err, the
+	// other gate's.
+	Refused(err error) error
+}
+
 // maxForwards bounds the Forwarders a pipeline follows from one gate.
 const maxForwards = 8
 
@@ -74,7 +87,9 @@ const MaxGates = 6
 // A Pipeline is immutable and safe for concurrent use.
 type Pipeline struct {
 	gates    []resilience.Gate
-	timed    [MaxGates]TimedGate       // gates[i] as a TimedGate, or nil
+	enters   [MaxGates]resilience.Gate // the gate whose Enter is gates[i]'s (Wrapper)
+	refused  [MaxGates]Wrapper         // gates[i] when it is a Wrapper, else nil
+	timed    [MaxGates]TimedGate       // enters[i] as a TimedGate, or nil
 	exits    [MaxGates]resilience.Gate // the gate whose Exit is gates[i]'s (Forwarder)
 	early    [MaxGates]EarlyGate       // gates[i] as an EarlyGate, or nil
 	anyTimed bool                      // some gate is a TimedGate
@@ -105,7 +120,13 @@ func NewPipeline(classify resilience.Classifier, clock resilience.Clock, gates .
 		return nil, &resilience.OptionError{Option: "gates", Value: len(p.gates), Problem: "at most " + strconv.Itoa(MaxGates)}
 	}
 	for i, g := range p.gates {
-		p.timed[i], _ = g.(TimedGate)
+		p.enters[i] = g
+		if w, ok := g.(Wrapper); ok {
+			if in := w.EntersThrough(); in != nil {
+				p.enters[i], p.refused[i] = in, w
+			}
+		}
+		p.timed[i], _ = p.enters[i].(TimedGate)
 		p.exits[i] = exitOf(g)
 		p.early[i], _ = g.(EarlyGate)
 		p.anyTimed = p.anyTimed || p.timed[i] != nil
@@ -186,7 +207,7 @@ func (p *Pipeline) admit(ctx context.Context, a *Admission, now time.Time, rerea
 			a.exit(r)
 		}
 	}()
-	for i, g := range p.gates {
+	for i := range p.gates {
 		a.in[i] = ctx
 		var next context.Context
 		var pm resilience.Permit
@@ -194,9 +215,12 @@ func (p *Pipeline) admit(ctx context.Context, a *Admission, now time.Time, rerea
 		if t := p.timed[i]; t != nil {
 			next, pm, gerr = t.EnterAt(ctx, now)
 		} else {
-			next, pm, gerr = g.Enter(ctx)
+			next, pm, gerr = p.enters[i].Enter(ctx)
 		}
 		if gerr != nil {
+			if w := p.refused[i]; w != nil {
+				gerr = w.Refused(gerr)
+			}
 			if !p.observe || !resilience.IsRejection(gerr) {
 				return gerr
 			}

@@ -298,3 +298,119 @@ func TestAPipelineExitsTheGateAForwarderForwardsTo(t *testing.T) {
 		})
 	}
 }
+
+// wrapper is a gate whose Enter is another's but for its refusals
+// (pipeline.Wrapper), rewritten as a wrapped error naming it; it logs when
+// its own Enter is called, which a pipeline should not need.
+type wrapper struct {
+	to  resilience.Gate // nil: wraps nothing (itself)
+	log *[]string
+}
+
+func (w *wrapper) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	*w.log = append(*w.log, "wrapper's own Enter")
+	if w.to == nil {
+		return ctx, resilience.Permit{}, nil
+	}
+	ctx, p, err := w.to.Enter(ctx)
+	if err != nil {
+		return ctx, p, w.Refused(err)
+	}
+	return ctx, p, nil
+}
+
+func (w *wrapper) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
+	if w.to == nil {
+		return r.Err
+	}
+	return w.to.Exit(ctx, p, r)
+}
+
+func (w *wrapper) EntersThrough() resilience.Gate { return w.to }
+
+func (w *wrapper) Refused(err error) error {
+	*w.log = append(*w.log, "refused")
+	return &wrapped{"wrapper", err}
+}
+
+// timedGate is a gate that needs the time (pipeline.TimedGate).
+type timedGate struct {
+	gate
+	at time.Time
+}
+
+func (g *timedGate) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
+	g.at = now
+	return g.Enter(ctx)
+}
+
+// A pipeline enters the gate a Wrapper wraps, directly, and rewrites its
+// refusals with the Wrapper's Refused, once, on a refusal only — in observe
+// mode too, where the rewritten refusal, still a rejection, lets the attempt
+// go on; the wrapped gate gets the time when it is a TimedGate; a Wrapper
+// that names no gate is entered itself.
+func TestAPipelineEntersTheGateAWrapperWraps(t *testing.T) {
+	t.Run("admitted", func(t *testing.T) {
+		var log []string
+		p := newPipeline(t, &wrapper{to: &gate{name: "g", log: &log}, log: &log})
+		if err := p.Run(t.Context(), func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"g>", "<g:success"}; !slices.Equal(log, want) {
+			t.Fatalf("log %q, want %q", log, want)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		var log []string
+		ran := false
+		p := newPipeline(t, &wrapper{to: &gate{name: "g", log: &log, refuse: refusal{}}, log: &log})
+		err := p.Run(t.Context(), func(context.Context) error { ran = true; return nil })
+		var w *wrapped
+		if !errors.As(err, &w) || w.by != "wrapper" || !errors.Is(err, refusal{}) || ran {
+			t.Fatalf("err %v, ran %v; want the gate's refusal as the wrapper rewrote it", err, ran)
+		}
+		if want := []string{"g>", "refused"}; !slices.Equal(log, want) {
+			t.Fatalf("log %q, want %q", log, want)
+		}
+	})
+	t.Run("refused, observing", func(t *testing.T) {
+		var log []string
+		ran := false
+		p := newPipeline(t, &wrapper{to: &gate{name: "g", log: &log, refuse: refusal{}}, log: &log}).Observing()
+		if err := p.Run(resilience.Observe(t.Context()), func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+			t.Fatalf("err %v, ran %v; want the attempt admitted", err, ran)
+		}
+		if want := []string{"g>", "refused"}; !slices.Equal(log, want) {
+			t.Fatalf("log %q, want %q", log, want)
+		}
+	})
+	t.Run("timed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var log []string
+			tg := &timedGate{gate: gate{name: "g", log: &log}}
+			p := newPipeline(t, &wrapper{to: tg, log: &log})
+			now := time.Now()
+			var adm pipeline.Admission
+			if err := p.AdmitAt(t.Context(), &adm, now); err != nil {
+				t.Fatal(err)
+			}
+			_ = adm.Done(nil)
+			if !tg.at.Equal(now) {
+				t.Fatalf("the wrapped gate entered at %v, want %v", tg.at, now)
+			}
+			if want := []string{"g>", "<g:success"}; !slices.Equal(log, want) {
+				t.Fatalf("log %q, want %q", log, want)
+			}
+		})
+	})
+	t.Run("wrapping nothing", func(t *testing.T) {
+		var log []string
+		p := newPipeline(t, &wrapper{log: &log})
+		if err := p.Run(t.Context(), func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"wrapper's own Enter"}; !slices.Equal(log, want) {
+			t.Fatalf("log %q, want %q", log, want)
+		}
+	})
+}
