@@ -113,56 +113,6 @@ type permit struct {
 	waited bool
 }
 
-// acquire asks the bulkhead to admit one call. It returns a permit to end
-// when the call is over, or a *[FullError] (errors.Is [ErrFull]) when every
-// permit is taken and none came free in time.
-//
-// When a permit is free, acquire takes it at once and does not look at ctx.
-// When none is, a bulkhead with a maxWaitDuration waits for one, first come
-// first served, until the wait is over or ctx ends, whichever comes first;
-// without a maxWaitDuration, or for an observed context
-// (resilience.Observe: observe mode never delays a call), it rejects at
-// once. If ctx ends while the call waits (or has already ended when it would
-// wait), the rejection wraps ctx.Err() as its Cause: errors.Is(err,
-// context.Canceled) is then true too, and the error is still a
-// [resilience.Rejection], which a breaker ignores and a retry never retries.
-//
-// On a fixed bulkhead acquire allocates nothing, rejection included; an
-// adaptive one allocates failsafe-go's permit (one allocation).
-func (b *Bulkhead) acquire(ctx context.Context) (permit, error) {
-	// The fixed bulkhead's paths first, without a call of their own: a free
-	// permit, or the shared rejection.
-	if s := b.slots; s != nil {
-		if s.tryAcquire() {
-			if b.rec != nil {
-				b.acquired(ctx, 0)
-			}
-			return permit{b: b, ctx: ctx}, nil
-		}
-		return permit{}, b.reject(ctx, b.full.Load(), 0)
-	}
-	if b.fixed != nil {
-		if b.fixed.TryAcquirePermit() {
-			b.active.Add(1)
-			if b.rec != nil {
-				b.acquired(ctx, 0)
-			}
-			return permit{b: b, ctx: ctx}, nil
-		}
-		if b.cfg.MaxWaitDuration == 0 || resilience.Observing(ctx) {
-			return permit{}, b.reject(ctx, b.full.Load(), 0)
-		}
-		return b.acquireWaiting(ctx)
-	}
-	if ap, ok := b.adaptive.TryAcquirePermit(); ok {
-		return b.admit(ctx, ap, 0), nil
-	}
-	if b.cfg.MaxWaitDuration == 0 || resilience.Observing(ctx) {
-		return permit{}, b.reject(ctx, b.fullError(), 0)
-	}
-	return b.acquireWaiting(ctx)
-}
-
 // acquireWaiting waits up to maxWaitDuration for a permit, through
 // failsafe-go's AcquirePermitWithMaxWait. failsafe-go returns its own
 // "full" sentinel when the wait is over and ctx.Err() when ctx ended first.
@@ -246,63 +196,12 @@ func (p permit) Release() { p.end(true) }
 // dependency. On a fixed bulkhead Drop is Release.
 func (p permit) Drop() { p.end(false) }
 
-// Done ends the admitted call with its error, choosing between Release and
-// Drop as failsafe-go's own executor does: a call that ended early — err
-// is a [resilience.Rejection] (an inner policy refused it),
-// [context.Canceled] or [context.DeadlineExceeded] — is dropped; any other
-// call, failed or not, is released, so a dependency that fails slowly
-// lowers an adaptive limit. Callers that classify errors themselves (gRPC
-// status codes) call Release or Drop directly.
-func (p permit) Done(err error) {
-	if err != nil && endedEarly(err) {
-		p.end(false)
-		return
-	}
-	p.end(true)
-}
-
 func endedEarly(err error) bool {
 	return resilience.IsRejection(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-func (p permit) end(record bool) { p.b.end(p.ctx, p.ap, record) }
-
 // errEndedTwice is the panic of a permit ended twice.
 const errEndedTwice = "bulkhead: a permit ended twice, or more permits ended than were acquired"
-
-// end gives back one permit: ap is the adaptive limiter's, nil on a fixed
-// bulkhead; record says whether the call's latency is a sample for it.
-func (b *Bulkhead) end(ctx context.Context, ap adaptivelimiter.Permit, record bool) {
-	if b == nil {
-		return
-	}
-	if b.slots != nil {
-		if !b.slots.release() {
-			panic(errEndedTwice)
-		}
-		if b.rec != nil {
-			b.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventReleased})
-		}
-		return
-	}
-	// Active goes down before the permit goes back, so that Active never
-	// counts more calls than hold a permit.
-	if b.active.Add(-1) < 0 {
-		b.active.Add(1)
-		panic(errEndedTwice)
-	}
-	switch {
-	case ap == nil:
-		b.fixed.ReleasePermit()
-	case record:
-		ap.Record()
-	default:
-		ap.Drop()
-	}
-	if b.rec != nil {
-		b.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventReleased})
-	}
-}
 
 // Close releases the bulkhead's observer gauges ([resilience.Releaser]).
 // Permits still out may end; a closed bulkhead must not admit new calls.

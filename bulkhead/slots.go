@@ -4,8 +4,6 @@ import (
 	"math"
 	"runtime"
 	"sync/atomic"
-
-	"github.com/meshless/meshless/internal/procpin"
 )
 
 // slots is the semaphore of a fixed bulkhead that does not wait: its
@@ -99,23 +97,6 @@ func newSlotsN(limit, n int) *slots {
 	return s
 }
 
-// home returns the index of the calling goroutine's processor's shard.
-func (s *slots) home() int { return procpin.ID() & s.mask }
-
-// tryAcquire takes a free permit, or reports that there was none.
-func (s *slots) tryAcquire() bool { return s.tryAcquireAt(s.home()) }
-
-// tryAcquireAt is tryAcquire from shard i.
-func (s *slots) tryAcquireAt(i int) bool {
-	sh := &s.shards[i]
-	for w := sh.w.Load(); w&freeMask != 0; w = sh.w.Load() {
-		if sh.w.CompareAndSwap(w, w+acquireDelta) {
-			return true
-		}
-	}
-	return s.acquireElsewhere(i)
-}
-
 // acquireElsewhere looks for a free permit in every shard, from the one
 // after i; false once two passes agree that every shard is empty.
 func (s *slots) acquireElsewhere(i int) bool {
@@ -140,21 +121,6 @@ func (s *slots) acquireElsewhere(i int) bool {
 		}
 	}
 	return false
-}
-
-// release gives a permit back; false when every shard was at its quota
-// (no permit was out), and then it adds nothing.
-func (s *slots) release() bool { return s.releaseAt(s.home()) }
-
-// releaseAt is release from shard i.
-func (s *slots) releaseAt(i int) bool {
-	sh := &s.shards[i]
-	for w := sh.w.Load(); w&freeMask < sh.quota; w = sh.w.Load() {
-		if sh.w.CompareAndSwap(w, w+releaseDelta) {
-			return true
-		}
-	}
-	return s.releaseElsewhere(i)
 }
 
 func (s *slots) releaseElsewhere(i int) bool {

@@ -266,31 +266,6 @@ func (p permit) Record(o resilience.Outcome) {
 	p.b.finish(p.ctx, p.per, p.probe, o, now.Sub(p.start), now)
 }
 
-// Enter is the first step of the [resilience.Gate] contract, for meshless's
-// engine, which runs a call's gates in order around each attempt: it admits
-// the attempt or rejects it (an [*OpenError]), as [Breaker.Execute] does, and
-// [Breaker.Exit] must then be told, exactly once, how the attempt ended. A
-// closed breaker admits without reading the clock: the engine measures the
-// attempt. Users run calls with [Breaker.Execute].
-func (b *Breaker) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
-	switch p := b.cur.Load(); p.state {
-	case StateClosed, StateMetricsOnly:
-		return ctx, resilience.Permit{Ref: p}, nil
-	case StateDisabled:
-		return ctx, resilience.Permit{}, nil
-	}
-	pm, err := b.acquire(ctx)
-	switch {
-	case err != nil:
-		return ctx, resilience.Permit{}, err
-	case pm.probe != nil:
-		return ctx, resilience.Permit{Ref: pm.probe}, nil
-	case pm.per != nil:
-		return ctx, resilience.Permit{Ref: pm.per}, nil
-	}
-	return ctx, resilience.Permit{}, nil // disabled: nothing to record
-}
-
 // Commit takes a committed attempt's result now when the attempt is a
 // half-open probe, so that a long-lived stream gives its probe's place back
 // at its first response (an early exit, for meshless's engine); any other attempt is
@@ -301,49 +276,6 @@ func (b *Breaker) Commit(ctx context.Context, pm resilience.Permit, r resilience
 	}
 	b.Exit(ctx, pm, r)
 	return true
-}
-
-// Exit records the result of a call that [Breaker.Enter] admitted: its
-// outcome, and its duration as the pipeline measured it (the call's own
-// time, without local queueing) for the slow-call rate.
-func (b *Breaker) Exit(ctx context.Context, pm resilience.Permit, r resilience.Result) error {
-	switch v := pm.Ref.(type) {
-	case *period:
-		b.finish(ctx, v, nil, r.Outcome, r.Duration, r.End)
-	case *probe:
-		if v.settled.CompareAndSwap(false, true) { // else settled by its context's end
-			v.stop()
-			b.finish(ctx, v.per, v, r.Outcome, r.Duration, r.End)
-		}
-	}
-	return r.Err
-}
-
-func (b *Breaker) outcome(err error) resilience.Outcome {
-	switch {
-	case err == nil:
-		return resilience.Success
-	case resilience.IsRejection(err):
-		return resilience.Ignored
-	}
-	return b.config().classify(err)
-}
-
-func (b *Breaker) finish(ctx context.Context, p *period, pr *probe, o resilience.Outcome, d time.Duration, now time.Time) {
-	c := b.config()
-	slow := d > c.SlowCallDurationThreshold
-	if b.rec != nil {
-		b.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Outcome: o, Duration: d, Slow: slow})
-	}
-	switch {
-	case pr != nil:
-		b.recordProbe(ctx, p, o, slow)
-	case o == resilience.Ignored:
-	case o == resilience.Success && !slow && p.win.clean():
-		// The window would not change: nothing to write.
-	default:
-		b.recordWindow(ctx, p, o == resilience.Failure, slow, now)
-	}
 }
 
 func (b *Breaker) recordWindow(ctx context.Context, p *period, failed, slow bool, now time.Time) {

@@ -81,7 +81,6 @@ func (w *countWindow) record(failed, slow bool, _ time.Time) counts {
 }
 
 func (w *countWindow) snapshot(time.Time) counts { return w.n }
-func (w *countWindow) clean() bool               { return w.isClean.Load() }
 
 // timeWindow holds the calls of the last len(buckets) seconds, one bucket per
 // epoch second (as Resilience4j), counted from the second the window was made
@@ -146,8 +145,6 @@ func (w *timeWindow) snapshot(now time.Time) counts {
 	w.advance(w.second(now))
 	return w.n
 }
-
-func (w *timeWindow) clean() bool { return false }
 
 func mod(a, b int64) int64 {
 	m := a % b

@@ -81,29 +81,6 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 	return c, nil
 }
 
-// lookup returns the policy set of fullMethod ("/pkg.Svc/Method"). After a
-// method's first call it takes no lock and allocates nothing. A method the
-// chain does not know, or past its bound, gets its service's or the
-// defaults' OtherMethod entry (see [OtherMethod]).
-//
-// A method's first call on a chain whose cluster namespace comes from its
-// target binds the cluster to cc's target first (docs/cluster.md).
-func (c *Chain) lookup(fullMethod string, cc *grpc.ClientConn) *engine.Method {
-	if m, ok := c.e.Cached(fullMethod); ok {
-		return m
-	}
-	if cc != nil && c.e.WantsTarget() {
-		c.e.BindTarget(cc.CanonicalTarget())
-	}
-	if c.t.conn.learn(cc) {
-		c.e.Kick("") // deferred calls of a previous run can be replayed now
-	}
-	return c.e.Lookup(fullMethod, func(cfg *Config) (string, string, bool) {
-		svc, name, ok := splitMethod(fullMethod)
-		return svc, name, ok && known(cfg, svc, name)
-	})
-}
-
 // known reports whether the method svc/name is a real one: named by the
 // configuration, or declared by a service descriptor linked into the
 // program (the generated code of every service a program serves or calls
@@ -190,6 +167,21 @@ func (c *Chain) Bulkhead(key string) (*bulkhead.Bulkhead, bool) { return c.e.Bul
 // Limiter returns the rate limiter of key ("pkg.Svc" or "pkg.Svc/Method"),
 // once a call has created it.
 func (c *Chain) Limiter(key string) (*ratelimiter.Limiter, bool) { return c.e.Limiter(key) }
+
+// DialOptions returns the dial options that install the chain's
+// interceptors and, when the configuration has outlierDetection or
+// healthCheck, the default service config that installs the meshless_outlier
+// balancer and gRPC's client-side health checking (docs/outlier.md). A
+// service config from the resolver (DNS TXT, xDS) overrides the default one
+// unless the connection also has grpc.WithDisableServiceConfig.
+func (c *Chain) DialOptions() []grpc.DialOption {
+	opts := []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
+		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
+	}
+	sc, _ := c.dialServiceConfig() // validated with the config
+	return append(opts, sc...)
+}
 
 // Cluster returns the chain's cluster, or nil when its configuration has no
 // cluster section (or a Server's chain).

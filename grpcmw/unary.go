@@ -37,22 +37,66 @@ func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 	}
 }
 
+// The functions of an unhedged unary call follow, in the order it runs
+// them, for the layout of the code (see internal/engine/callpath.go).
+
 // unaryCalls are the unhedged unary calls' unaryCall values, reused.
 var unaryCalls = sync.Pool{New: func() any { return new(unaryCall) }}
 
-// DialOptions returns the dial options that install the chain's
-// interceptors and, when the configuration has outlierDetection or
-// healthCheck, the default service config that installs the meshless_outlier
-// balancer and gRPC's client-side health checking (docs/outlier.md). A
-// service config from the resolver (DNS TXT, xDS) overrides the default one
-// unless the connection also has grpc.WithDisableServiceConfig.
-func (c *Chain) DialOptions() []grpc.DialOption {
-	opts := []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
-		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
+// lookup returns the policy set of fullMethod ("/pkg.Svc/Method"). After a
+// method's first call it takes no lock and allocates nothing. A method the
+// chain does not know, or past its bound, gets its service's or the
+// defaults' OtherMethod entry (see [OtherMethod]).
+//
+// A method's first call on a chain whose cluster namespace comes from its
+// target binds the cluster to cc's target first (docs/cluster.md).
+func (c *Chain) lookup(fullMethod string, cc *grpc.ClientConn) *engine.Method {
+	if m, ok := c.e.Cached(fullMethod); ok {
+		return m
 	}
-	sc, _ := c.dialServiceConfig() // validated with the config
-	return append(opts, sc...)
+	if cc != nil && c.e.WantsTarget() {
+		c.e.BindTarget(cc.CanonicalTarget())
+	}
+	if c.t.conn.learn(cc) {
+		c.e.Kick("") // deferred calls of a previous run can be replayed now
+	}
+	return c.e.Lookup(fullMethod, func(cfg *Config) (string, string, bool) {
+		svc, name, ok := splitMethod(fullMethod)
+		return svc, name, ok && known(cfg, svc, name)
+	})
+}
+
+// Attempt makes attempt n of the call. It reads the server's pushback from
+// the trailer for the retry policy (gRFC A6).
+func (u *unaryCall) Attempt(ctx context.Context, n int) error {
+	if !u.pushback {
+		return u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.opts...)
+	}
+	u.trailer = nil
+	opts := append(append(u.optsBuf[:0], u.opts...), grpc.Trailer(&u.trailer))
+	err := u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...)
+	clear(u.optsBuf[:min(len(opts), len(u.optsBuf))]) // keeps none of the caller's options
+	if err == nil {
+		return nil
+	}
+	return withPushback(err, u.trailer)
+}
+
+// withPushback attaches the pushback of an attempt's trailer to its error.
+func withPushback(err error, trailer metadata.MD) error {
+	if err == nil {
+		return nil
+	}
+	if d, ok := pushback(trailer); ok {
+		return engine.WithPushback(err, d)
+	}
+	return err
+}
+
+// reset clears what u keeps of the caller's call, field by field (a
+// pooled value: only what a call set, not the whole value).
+func (u *unaryCall) reset() {
+	u.fullMethod, u.req, u.reply, u.cc, u.invoker, u.opts, u.trailer = "", nil, nil, nil, nil, nil, nil
 }
 
 type unaryCall struct {
@@ -67,12 +111,6 @@ type unaryCall struct {
 	// a caller that passes few options; optsBuf is cleared after each.
 	trailer metadata.MD
 	optsBuf [4]grpc.CallOption
-}
-
-// reset clears what u keeps of the caller's call, field by field (a
-// pooled value: only what a call set, not the whole value).
-func (u *unaryCall) reset() {
-	u.fullMethod, u.req, u.reply, u.cc, u.invoker, u.opts, u.trailer = "", nil, nil, nil, nil, nil, nil
 }
 
 // hedgedUnary is a unary call that hedges: its copies after the first,
@@ -90,19 +128,6 @@ type hedgeCopy struct {
 	peer            peer.Peer
 }
 
-// Attempt makes attempt n of the call. It reads the server's pushback from
-// the trailer for the retry policy (gRFC A6).
-func (u *unaryCall) Attempt(ctx context.Context, n int) error {
-	if !u.pushback {
-		return u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.opts...)
-	}
-	u.trailer = nil
-	opts := append(append(u.optsBuf[:0], u.opts...), grpc.Trailer(&u.trailer))
-	err := u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...)
-	clear(u.optsBuf[:min(len(opts), len(u.optsBuf))]) // keeps none of the caller's options
-	return withPushback(err, u.trailer)
-}
-
 // Attempt makes attempt n of a hedged call: copy n, from 2, with its own
 // results.
 func (u *hedgedUnary) Attempt(ctx context.Context, n int) error {
@@ -110,17 +135,6 @@ func (u *hedgedUnary) Attempt(ctx context.Context, n int) error {
 		return u.copy(ctx, n)
 	}
 	return u.unaryCall.Attempt(ctx, n)
-}
-
-// withPushback attaches the pushback of an attempt's trailer to its error.
-func withPushback(err error, trailer metadata.MD) error {
-	if err == nil {
-		return nil
-	}
-	if d, ok := pushback(trailer); ok {
-		return engine.WithPushback(err, d)
-	}
-	return err
 }
 
 // hedged runs a unary call under the method's hedging policy: each copy is

@@ -120,6 +120,9 @@ func (r *Retry) BeginWithDeadline(ctx context.Context, deadline time.Time) Attem
 // Attempt returns the number of attempts reported so far.
 func (a *Attempts) Attempt() int { return a.n }
 
+// Next, finish and done are together: a call that succeeds runs the three
+// (see ../internal/engine/callpath.go).
+
 // Next reports the result of the attempt just made. It returns true and the
 // wait before the next attempt when the policy retries; false when the call
 // is over (it is then reported to the observer as done).
@@ -154,6 +157,20 @@ func (a *Attempts) Next(err error) (time.Duration, bool) {
 		return 0, false
 	}
 	return wait, true
+}
+
+func (a *Attempts) finish(err error, reason Reason) {
+	a.over = true
+	a.r.done(a.ctx, a.n, err, reason)
+}
+
+func (r *Retry) done(ctx context.Context, attempts int, err error, reason Reason) {
+	if r.rec != nil {
+		r.rec.Record(ctx, resilience.Event{
+			Type: resilience.EventRetryDone, Attempt: attempts, Err: err,
+			Outcome: r.cfg.classify(err), Reason: reason,
+		})
+	}
 }
 
 // Done reports the result of an attempt that cannot be retried whatever it
@@ -196,11 +213,6 @@ func (a *Attempts) Wait(d time.Duration) bool {
 	}
 	a.finish(a.lastErr, ReasonContextDone)
 	return false
-}
-
-func (a *Attempts) finish(err error, reason Reason) {
-	a.over = true
-	a.r.done(a.ctx, a.n, err, reason)
 }
 
 // verdict judges a failed attempt's error before the attempt count and the
@@ -308,15 +320,6 @@ func (r *Retry) sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
-	}
-}
-
-func (r *Retry) done(ctx context.Context, attempts int, err error, reason Reason) {
-	if r.rec != nil {
-		r.rec.Record(ctx, resilience.Event{
-			Type: resilience.EventRetryDone, Attempt: attempts, Err: err,
-			Outcome: r.cfg.classify(err), Reason: reason,
-		})
 	}
 }
 

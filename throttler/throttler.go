@@ -203,12 +203,6 @@ func (t *Throttler) Reset() {
 // Config returns the throttler's settings.
 func (t *Throttler) Config() Config { return t.cfg }
 
-// epoch returns the index, since the throttler started, of the window slot
-// that holds at.
-func (t *Throttler) epoch(at time.Time) int64 {
-	return max(int64(at.Sub(t.start)/t.slot), 0)
-}
-
 // RejectionRate returns the probability with which the next request would
 // be rejected, from 0 to maxRejectionRate/100.
 func (t *Throttler) RejectionRate() float64 {
@@ -223,40 +217,6 @@ func (t *Throttler) Counts() (requests, accepts int64) {
 	return t.totals(t.epoch(t.clock.Now()))
 }
 
-// Enter admits the request, or rejects it with the current probability. A
-// rejected request counts at once, as a request; an admitted one counts
-// nothing yet: its Exit counts it, with its verdict. The permit it returns
-// is for Exit.
-func (t *Throttler) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
-	return t.EnterAt(ctx, t.clock.Now())
-}
-
-// EnterAt is Enter at now, a time read from the throttler's clock, for a
-// pipeline that reads the time once for every gate (meshless's engine).
-func (t *Throttler) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
-	if t.admit(now) {
-		if t.rec != nil {
-			t.rec.Record(ctx, resilience.Event{Type: resilience.EventAcquired})
-		}
-		return ctx, resilience.Permit{Ref: t}, nil
-	}
-	if t.rec != nil {
-		t.rec.Record(ctx, resilience.Event{Type: resilience.EventRejection, Err: t.rej})
-	}
-	return ctx, resilience.Permit{}, t.rej
-}
-
-// admit draws whether the next request goes; a rejected one is counted at
-// once.
-func (t *Throttler) admit(now time.Time) bool {
-	e := t.epoch(now)
-	if p := t.rateAt(e); p > 0 && t.draw() < p {
-		t.count(e, false)
-		return false
-	}
-	return true
-}
-
 // draw returns a random number in [0, 1).
 func (t *Throttler) draw() float64 {
 	if t.randMu == nil {
@@ -265,28 +225,6 @@ func (t *Throttler) draw() float64 {
 	t.randMu.Lock()
 	defer t.randMu.Unlock()
 	return t.random()
-}
-
-// Exit counts the admitted request as its verdict says, at the time it
-// ended, r.End: Accepted counts a request and an accept, Refused a request,
-// Uncounted nothing. r.End must come from the throttler's clock (the
-// engine's pipelines use the same one); when it is zero,
-// Exit reads the clock. A permit without a Ref (one its caller made to let
-// a request by uncounted) counts nothing.
-func (t *Throttler) Exit(_ context.Context, p resilience.Permit, r resilience.Result) error {
-	if p.Ref == nil {
-		return r.Err
-	}
-	v := t.verdict(r)
-	if v != Accepted && v != Refused {
-		return r.Err
-	}
-	end := r.End
-	if end.IsZero() {
-		end = t.clock.Now()
-	}
-	t.count(t.epoch(end), v == Accepted)
-	return r.Err
 }
 
 // Execute runs fn through the throttler, classifying its error with

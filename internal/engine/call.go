@@ -11,7 +11,6 @@ import (
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
-	"github.com/meshless/meshless/throttler"
 	"github.com/meshless/meshless/timeout"
 )
 
@@ -57,32 +56,6 @@ func (m *Method) Begin(ctx context.Context, stream bool) Call {
 	return c
 }
 
-// begin is Begin into c, a zero Call: a unary call's Call is not copied.
-func (m *Method) begin(c *Call, ctx context.Context, stream bool) {
-	if m.observe {
-		ctx = resilience.Observe(ctx)
-	}
-	c.m, c.caller, c.ctx, c.p = m, ctx, ctx, m.unary
-	plan := &m.unaryDeadlines
-	if stream {
-		c.p, plan = m.stream, &m.streamDeadlines
-	}
-	c.start = m.e.now()
-	c.deadlines.Begin(plan, ctx, m.e.real(c.start))
-	dl, bounded := c.deadlines.Deadline()
-	if bounded && m.waits && !m.observe {
-		c.ctx, c.cancel = context.WithDeadline(ctx, dl)
-	}
-	if m.attempts != nil {
-		c.hasAtt = true
-		if bounded {
-			c.att = m.attempts.BeginWithDeadline(c.ctx, dl)
-		} else {
-			c.att = m.attempts.Begin(c.ctx)
-		}
-	}
-}
-
 // Context returns the call's context: the caller's, bounded by the overall
 // deadline when a gate may make attempts wait.
 func (c *Call) Context() context.Context { return c.ctx }
@@ -107,54 +80,10 @@ func (c *Call) Admit(ctx context.Context, a *pipeline.Admission, n int) (context
 	return actx, d, err
 }
 
-// admit is Admit into d, a zero AttemptDeadline, which it fills once the
-// gates admitted the attempt.
-func (c *Call) admit(ctx context.Context, a *pipeline.Admission, d *deadline.AttemptDeadline, n int) (context.Context, error) {
-	now := c.start
-	if n > 1 {
-		now = c.m.e.now()
-	}
-	if err := c.p.AdmitAt(ctx, a, now); err != nil {
-		return ctx, err
-	}
-	actx := a.Context()
-	if n > 1 {
-		actx = c.m.e.t.Mark(actx, n-1)
-	}
-	return c.deadlines.AttemptInto(d, actx, c.m.e.real(a.Start())), nil
-}
-
-// Finish ends an attempt that [Call.Admit] admitted, with its error: its
-// deadline first (a timeout marks the errors it caused), then its gates.
-// It returns the error as they passed it on.
-func (c *Call) Finish(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) error {
-	end := c.m.e.since(a.Start())
-	c.last = end
-	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
-}
-
 // FinishCopy is [Call.Finish] for one of a hedged call's concurrent copies.
 func (c *Call) FinishCopy(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) error {
 	end := c.m.e.now()
 	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
-}
-
-// Abort ends an admitted attempt that panicked: its deadline's context is
-// released and every permit given back. After Finish it does nothing but
-// for the deadline, which is released once.
-func (c *Call) Abort(a *pipeline.Admission, d *deadline.AttemptDeadline) {
-	d.Release()
-	a.Abort()
-}
-
-// Next reports a failed attempt's result to the attempt policy: true and
-// the wait before the next attempt when it retries. A method that does not
-// retry only counts the attempt in the retry budget.
-func (c *Call) Next(err error) (time.Duration, bool) {
-	if !c.hasAtt {
-		return 0, false
-	}
-	return c.att.Next(err)
 }
 
 // Wait sleeps a backoff; false when the call's context ended first (the
@@ -169,42 +98,6 @@ func (c *Call) Done(err error) {
 	if c.hasAtt {
 		c.att.Done(err)
 	}
-}
-
-// End ends the call with err: the overall timeout reports it (and marks
-// the errors its own deadline caused), the per-call event is recorded, and
-// the error is returned as the caller sees it. Call it once.
-func (c *Call) End(err error) error {
-	err = WithoutPushback(err)
-	end := c.last
-	if end.IsZero() { // no attempt ended: refused, or hedged
-		end = c.m.e.now()
-	}
-	err = c.deadlines.End(c.caller, err, c.m.e.real(end))
-	if c.cancel != nil {
-		c.cancel()
-	}
-	err = c.m.e.t.Final(err)
-	if c.m.call != nil {
-		c.m.call.Record(c.caller, resilience.Event{Type: resilience.EventCall, Duration: end.Sub(c.start), Err: err,
-			Outcome: c.m.classes.outcome(err), ErrorType: c.m.classes.errorType(err)})
-	}
-	return err
-}
-
-// Run runs one unary call through the method's policies: the attempt policy
-// calls a once per attempt — retries one after another, hedged copies
-// concurrently — each admitted by the gates. It returns the number of the
-// attempt whose result the call returns (0 when none ran) and the call's
-// error as the caller sees it.
-func (m *Method) Run(ctx context.Context, a Attempt) (int, error) {
-	if m.hedge != nil {
-		return m.runHedged(ctx, a)
-	}
-	var c Call
-	m.begin(&c, ctx, false)
-	n, err := c.retried(a)
-	return n, c.End(c.deferCall(a, err))
 }
 
 // runHedged is Run for a method that hedges: its copies run concurrently
@@ -309,37 +202,6 @@ func (m *Method) RunOnce(ctx context.Context, a Attempt) error {
 	err := c.attempt(c.ctx, a, 1)
 	c.Done(err)
 	return c.End(err)
-}
-
-// retried runs the attempts while the attempt policy allows. Every attempt
-// after the first is marked (Transport.Mark).
-func (c *Call) retried(a Attempt) (int, error) {
-	var last error
-	for n := 1; ; n++ {
-		err := c.attempt(c.ctx, a, n)
-		wait, again := c.Next(err)
-		if !again || !c.att.Wait(wait) {
-			if last != nil && errors.Is(err, throttler.ErrThrottled) {
-				// A retry the throttler held back: the caller gets what the
-				// backend said, as for a retry the token bucket held back.
-				return n - 1, last
-			}
-			return n, err
-		}
-		last = err
-	}
-}
-
-// attempt is attempt n through the gates.
-func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
-	var adm pipeline.Admission
-	var d deadline.AttemptDeadline
-	actx, err := c.admit(ctx, &adm, &d, n)
-	if err != nil {
-		return err
-	}
-	defer c.Abort(&adm, &d) // a panicking attempt gives its permits back
-	return c.Finish(&adm, &d, a.Attempt(actx, n))
 }
 
 // hedgedCopy is copy n of a hedged call: an attempt like any, but copies

@@ -5,7 +5,6 @@ import (
 
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/resilience"
-	"github.com/meshless/meshless/throttler"
 )
 
 // codeSet is a set of status codes: gRPC's 0–16 and HTTP's 100–599.
@@ -29,34 +28,6 @@ type classes struct {
 	failure, ignored codeSet
 }
 
-// outcome classifies an attempt's error for the breaker: a failure code or
-// an error that carries no code is a failure, an ignored code or a local
-// rejection is ignored, every other code (NOT_FOUND, 404…) is a success. A
-// rejection relayed from a downstream meshless counts as its kind says
-// (resilience.Kind.RelayedOutcome), whatever the configured codes say.
-func (c *classes) outcome(err error) resilience.Outcome {
-	if err == nil {
-		return resilience.Success
-	}
-	if resilience.IsRejection(err) {
-		return resilience.Ignored
-	}
-	code, ok := c.t.Code(err)
-	if !ok {
-		return resilience.Failure
-	}
-	if k, ok := c.t.Relayed(err); ok {
-		return k.RelayedOutcome()
-	}
-	switch {
-	case c.failure.has(code):
-		return resilience.Failure
-	case c.ignored.has(code):
-		return resilience.Ignored
-	}
-	return resilience.Success
-}
-
 // matcher is a method's retryableStatusCodes or nonFatalStatusCodes.
 type matcher struct {
 	t     Transport
@@ -78,24 +49,6 @@ func (m *matcher) match(err error) bool {
 	}
 	_, relayed := m.t.Relayed(err)
 	return !relayed
-}
-
-// verdict says what an attempt's result tells the adaptive throttler: an
-// answer from a backend that did its work (OK, NOT_FOUND…) is an accept; a
-// failure or a sign of overload (RESOURCE_EXHAUSTED: a backend that sheds,
-// or a meshless one hop down that rejected) is a refusal; a local rejection
-// inside the throttler or a call the caller gave up is not counted.
-func (c *classes) verdict(r resilience.Result) throttler.Verdict {
-	if r.Err == nil {
-		return throttler.Accepted
-	}
-	if resilience.IsRejection(r.Err) {
-		return throttler.Uncounted
-	}
-	if c.t.Overloaded(r.Err) {
-		return throttler.Refused
-	}
-	return throttler.DefaultVerdict(r)
 }
 
 // pushbackOf reads the pushback an attempt's error carries (WithPushback);

@@ -305,14 +305,10 @@ func (e *Engine) closeDeadLetters() {
 	}
 }
 
-// deferCall keeps the call in its key's dead-letter queue when err is one
-// of the method's triggers, and returns the error for its caller: the
-// transport's DEFERRED rejection when the call is kept, err itself when it
-// is not (not a trigger, a call the transport cannot encode, a replay, a
-// full queue).
-func (c *Call) deferCall(a Attempt, err error) error {
+// deferFailed is deferCall of a call that failed, on a key with a queue.
+func (c *Call) deferFailed(a Attempt, err error) error {
 	m := c.m
-	if err == nil || m.dlq == nil || m.observe {
+	if m.observe {
 		return err
 	}
 	switch {

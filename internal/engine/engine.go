@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -155,32 +154,6 @@ func realTime(clk resilience.Clock) bool {
 	return clk == resilience.SystemClock()
 }
 
-// now reads the engine's clock.
-func (e *Engine) now() time.Time { return e.opts.Clock.Now() }
-
-// since reads the engine's clock at the end of what began at start, a
-// reading of the same clock: with the system clock it reads the monotonic
-// clock only (time.Since, half the cost of time.Now) and returns start
-// plus the time elapsed, the reading time.Now would have given but for a
-// step of the wall clock in between, which the monotonic reading ignores,
-// as every duration and deadline comparison does.
-func (e *Engine) since(start time.Time) time.Time {
-	if e.system {
-		return start.Add(time.Since(start))
-	}
-	return e.opts.Clock.Now()
-}
-
-// real returns t, a reading of the engine's clock, as real time for a
-// context deadline: t itself with the system clock, else a reading of
-// package time (a test's custom clock).
-func (e *Engine) real(t time.Time) time.Time {
-	if e.realTime {
-		return t
-	}
-	return time.Now()
-}
-
 // Config returns the configuration in force.
 func (e *Engine) Config() *config.Config { return e.state.Load().cfg }
 
@@ -278,10 +251,6 @@ func (e *Engine) Keys() int {
 	defer e.mu.Unlock()
 	return e.state.Load().methods.n
 }
-
-// Cached returns the policy set of key when a call has built it: one atomic
-// load and a map read, no lock, no allocation.
-func (e *Engine) Cached(key string) (*Method, bool) { return e.state.Load().methods.load(key) }
 
 // Lookup returns the policy set of key (a gRPC full method name). After
 // its first call it takes no lock and allocates nothing. On a key's first

@@ -135,19 +135,6 @@ func (g *throttleGate) Enter(ctx context.Context) (context.Context, resilience.P
 	return g.EnterAt(ctx, g.clock.Now())
 }
 
-func (g *throttleGate) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
-	if g.breaker != nil {
-		if s := g.breaker.State(); s == circuitbreaker.StateOpen || s == circuitbreaker.StateHalfOpen || s == circuitbreaker.StateForcedOpen {
-			g.stoodAside.Store(true)
-			return ctx, resilience.Permit{}, nil
-		}
-		if g.stoodAside.Load() && g.stoodAside.CompareAndSwap(true, false) {
-			g.t.Reset()
-		}
-	}
-	return g.t.EnterAt(ctx, now)
-}
-
 func (g *throttleGate) Exit(ctx context.Context, p resilience.Permit, r resilience.Result) error {
 	return g.t.Exit(ctx, p, r)
 }

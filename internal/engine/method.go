@@ -215,7 +215,7 @@ func (e *Engine) newRetry(st *state, m *Method, rc retry.Config, obs resilience.
 	opts := []retry.Option{
 		retry.WithConfig(rc),
 		retry.WithRetryable(m.retryable.match),
-		retry.WithClassifier(m.classes.outcome),
+		retry.WithClassifier(m.classes.classifier()),
 		retry.WithPushback(m.classes.pushbackOf),
 		retry.WithClock(e.opts.Clock),
 		retry.WithObserver(obs),
@@ -324,7 +324,7 @@ func (e *Engine) throttlerOf(st *state, key string, cfg throttler.Config, b *cir
 	if te, ok := st.throttlers[key]; ok && te.cfg == cfg && te.breaker == b {
 		return te
 	}
-	t, err := throttler.New(throttler.WithConfig(cfg), throttler.WithClock(e.opts.Clock), throttler.WithVerdict(c.verdict),
+	t, err := throttler.New(throttler.WithConfig(cfg), throttler.WithClock(e.opts.Clock), throttler.WithVerdict(c.verdicts()),
 		throttler.WithObserver(e.opts.Observer))
 	if err != nil {
 		return nil // cannot happen: the configuration was validated

@@ -10,7 +10,7 @@ import (
 //
 //	overall timeout → retry (or hedging, or retry-budget counting) → circuit breaker → rate limiter → adaptive throttler → bulkhead → per-attempt timeout → the attempt
 //
-// gates.inOrder builds an attempt's gates, outer to inner; Call (call.go)
+// gates.inOrder builds an attempt's gates, outer to inner; Call (call.go, callpath.go)
 // puts the overall timeout and the attempt policy around them, and the
 // per-attempt timeout inside them (both applied with one context per
 // attempt: deadline.Plan), for unary calls, streams and hedged calls alike;
@@ -40,6 +40,6 @@ type gates struct {
 // Every permit they hand out is given back by the pipeline on every path,
 // panics included.
 func (g gates) inOrder(c *classes, clock resilience.Clock) *pipeline.Pipeline {
-	p, _ := pipeline.NewPipeline(c.outcome, clock, g.breaker, g.limiter, g.throttler, g.bulkhead) // nil gates are skipped
+	p, _ := pipeline.NewPipeline(c.classifier(), clock, g.breaker, g.limiter, g.throttler, g.bulkhead) // nil gates are skipped
 	return p
 }

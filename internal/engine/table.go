@@ -56,32 +56,6 @@ func newMethodTable() *methodTable {
 	return t
 }
 
-// hotIndex returns key's slot in the hot cache: a hash of its length and
-// its last 8 bytes (a method's name).
-func hotIndex(key string) int {
-	n := len(key)
-	var x uint64
-	if n >= 8 {
-		b := key[n-8:] // one 8-byte load, as the compiler combines it
-		x = uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-	} else {
-		for i := range n {
-			x = x<<8 | uint64(key[i])
-		}
-	}
-	x ^= uint64(n)
-	return int((x * 0x9E3779B97F4A7C15) >> (64 - hotBits))
-}
-
-// load returns the entry of key from the hot cache or the snapshot.
-func (t *methodTable) load(key string) (*Method, bool) {
-	if e := t.hot[hotIndex(key)].Load(); e != nil && e.key == key {
-		return e.m, true
-	}
-	return t.loadSnap(key)
-}
-
 // loadSnap returns the entry of key from the snapshot, and puts it in the
 // hot cache when its slot is free.
 func (t *methodTable) loadSnap(key string) (*Method, bool) {

@@ -33,7 +33,8 @@ type Transport interface {
 	// value and reuses its result.
 	Rejection(err error) error
 	// Final returns a call's error as its caller sees it (grpcmw makes a
-	// timeout DEADLINE_EXCEEDED on every reading).
+	// timeout DEADLINE_EXCEEDED on every reading). The engine calls it with
+	// an error only: a call that succeeded is nil on every transport.
 	Final(err error) error
 	// Mark returns ctx for an attempt that n attempts came before (n ≥ 1):
 	// gRFC A6's grpc-previous-rpc-attempts header.

@@ -1,0 +1,167 @@
+package circuitbreaker
+
+import (
+	"context"
+	"time"
+
+	"github.com/meshless/meshless/resilience"
+)
+
+// This file is the path every call takes through the breaker, in the order a
+// call runs it. It is one file for the sake of the code's layout: the Go
+// linker keeps a package's functions in the order of its source files, so
+// the path's code sits together on few pages of memory. A real call runs it
+// cold, after the transport's own path has evicted it, and every page it
+// spans shows (docs/benchmarks/chain-grpc.md, "What a cold call pays for").
+
+// Execute runs fn if the breaker admits it and records its result: the
+// error fn returns, classified, and how long it took. When the breaker
+// rejects the call, fn does not run and Execute returns the rejection
+// (errors.Is(err, [ErrOpen])). A panic in fn is recorded as a failure, as
+// Resilience4j counts an exception, and goes on up. Otherwise Execute returns fn's error unchanged.
+func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) error {
+	p := b.cur.Load()
+	switch p.state {
+	case StateClosed, StateMetricsOnly:
+	case StateOpen, StateForcedOpen:
+		return b.reject(ctx, p)
+	default:
+		return b.executeSlow(ctx, fn)
+	}
+	clk := b.config().clock
+	return b.closed(ctx, p, clk, clk.Now(), fn, resilience.Next{})
+}
+
+// Apply is [Breaker.Execute] in the shape of [resilience.Policy], the method
+// through which [resilience.NewChain] composes policies; it is not a second
+// way in: call Execute, or put the breaker in a chain.
+//
+// In a chain the breaker shares its clock reading: on the system clock, a
+// call's start is the time the policy outside passed ([resilience.Next.Entered]),
+// or the breaker's own reading, and the breaker passes it on
+// ([resilience.Next.RunAt]) — a per-attempt timeout inside derives its
+// deadline from it instead of reading the clock again.
+func (b *Breaker) Apply(ctx context.Context, next resilience.Next) error {
+	p := b.cur.Load()
+	switch p.state {
+	case StateClosed, StateMetricsOnly:
+	case StateOpen, StateForcedOpen:
+		return b.reject(ctx, p)
+	default:
+		return b.executeSlow(ctx, next.Run)
+	}
+	clk := b.config().clock
+	if clk != resilience.SystemClock() {
+		return b.closed(ctx, p, clk, clk.Now(), next.Run, resilience.Next{})
+	}
+	start, ok := next.Entered()
+	if !ok {
+		start = time.Now()
+	}
+	return b.closed(ctx, p, clk, start, nil, next)
+}
+
+// closed runs fn on the closed path, without building a permit: a call
+// that began at start, a reading of clk. When fn is nil it runs next,
+// passing start on ([resilience.Next.RunAt]).
+func (b *Breaker) closed(ctx context.Context, p *period, clk resilience.Clock, start time.Time, fn func(context.Context) error, next resilience.Next) error {
+	done := false
+	defer func() {
+		if !done {
+			now := clk.Now()
+			b.finish(ctx, p, nil, resilience.Failure, now.Sub(start), now)
+		}
+	}()
+	var err error
+	if fn != nil {
+		err = fn(ctx)
+	} else {
+		err = next.RunAt(ctx, start)
+	}
+	done = true
+	now := endOf(clk, start)
+	b.finish(ctx, p, nil, b.outcome(err), now.Sub(start), now)
+	return err
+}
+
+// endOf reads clk at the end of a call that began at start, a reading of
+// clk: with the system clock, the monotonic clock only (time.Since, half
+// the cost of time.Now), start plus the time elapsed.
+func endOf(clk resilience.Clock, start time.Time) time.Time {
+	if clk == resilience.SystemClock() {
+		return start.Add(time.Since(start))
+	}
+	return clk.Now()
+}
+
+// Enter is the first step of the [resilience.Gate] contract, for meshless's
+// engine, which runs a call's gates in order around each attempt: it admits
+// the attempt or rejects it (an [*OpenError]), as [Breaker.Execute] does, and
+// [Breaker.Exit] must then be told, exactly once, how the attempt ended. A
+// closed breaker admits without reading the clock: the engine measures the
+// attempt. Users run calls with [Breaker.Execute].
+func (b *Breaker) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	switch p := b.cur.Load(); p.state {
+	case StateClosed, StateMetricsOnly:
+		return ctx, resilience.Permit{Ref: p}, nil
+	case StateDisabled:
+		return ctx, resilience.Permit{}, nil
+	}
+	pm, err := b.acquire(ctx)
+	switch {
+	case err != nil:
+		return ctx, resilience.Permit{}, err
+	case pm.probe != nil:
+		return ctx, resilience.Permit{Ref: pm.probe}, nil
+	case pm.per != nil:
+		return ctx, resilience.Permit{Ref: pm.per}, nil
+	}
+	return ctx, resilience.Permit{}, nil // disabled: nothing to record
+}
+
+// Exit records the result of a call that [Breaker.Enter] admitted: its
+// outcome, and its duration as the pipeline measured it (the call's own
+// time, without local queueing) for the slow-call rate.
+func (b *Breaker) Exit(ctx context.Context, pm resilience.Permit, r resilience.Result) error {
+	switch v := pm.Ref.(type) {
+	case *period:
+		b.finish(ctx, v, nil, r.Outcome, r.Duration, r.End)
+	case *probe:
+		if v.settled.CompareAndSwap(false, true) { // else settled by its context's end
+			v.stop()
+			b.finish(ctx, v.per, v, r.Outcome, r.Duration, r.End)
+		}
+	}
+	return r.Err
+}
+
+func (b *Breaker) outcome(err error) resilience.Outcome {
+	switch {
+	case err == nil:
+		return resilience.Success
+	case resilience.IsRejection(err):
+		return resilience.Ignored
+	}
+	return b.config().classify(err)
+}
+
+func (b *Breaker) finish(ctx context.Context, p *period, pr *probe, o resilience.Outcome, d time.Duration, now time.Time) {
+	c := b.config()
+	slow := d > c.SlowCallDurationThreshold
+	if b.rec != nil {
+		b.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Outcome: o, Duration: d, Slow: slow})
+	}
+	switch {
+	case pr != nil:
+		b.recordProbe(ctx, p, o, slow)
+	case o == resilience.Ignored:
+	case o == resilience.Success && !slow && p.win.clean():
+		// The window would not change: nothing to write.
+	default:
+		b.recordWindow(ctx, p, o == resilience.Failure, slow, now)
+	}
+}
+
+func (w *countWindow) clean() bool { return w.isClean.Load() }
+
+func (w *timeWindow) clean() bool { return false }

@@ -1,0 +1,309 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/internal/deadline"
+	"github.com/meshless/meshless/internal/pipeline"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/throttler"
+)
+
+// This file is a unary call's path through the engine, in the order a call
+// runs it, from the method's lookup to the call's end. It is one file for
+// the sake of the code's layout: the Go linker keeps a package's functions
+// in the order of its source files, so the path's code sits together on a
+// few pages of memory instead of spread over the package. A real call runs
+// it cold, after gRPC's own path has evicted it, and every page and call it
+// spans shows (docs/benchmarks/chain-grpc.md, "What a cold call pays for").
+
+// Cached returns the policy set of key when a call has built it: one atomic
+// load and a map read, no lock, no allocation.
+func (e *Engine) Cached(key string) (*Method, bool) { return e.state.Load().methods.load(key) }
+
+// load returns the entry of key from the hot cache or the snapshot.
+func (t *methodTable) load(key string) (*Method, bool) {
+	if e := t.hot[hotIndex(key)].Load(); e != nil && e.key == key {
+		return e.m, true
+	}
+	return t.loadSnap(key)
+}
+
+// hotIndex returns key's slot in the hot cache: a hash of its length and
+// its last 8 bytes (a method's name).
+func hotIndex(key string) int {
+	n := len(key)
+	var x uint64
+	if n >= 8 {
+		b := key[n-8:] // one 8-byte load, as the compiler combines it
+		x = uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	} else {
+		for i := range n {
+			x = x<<8 | uint64(key[i])
+		}
+	}
+	x ^= uint64(n)
+	return int((x * 0x9E3779B97F4A7C15) >> (64 - hotBits))
+}
+
+// Run runs one unary call through the method's policies: the attempt policy
+// calls a once per attempt — retries one after another, hedged copies
+// concurrently — each admitted by the gates. It returns the number of the
+// attempt whose result the call returns (0 when none ran) and the call's
+// error as the caller sees it.
+func (m *Method) Run(ctx context.Context, a Attempt) (int, error) {
+	if m.hedge != nil {
+		return m.runHedged(ctx, a)
+	}
+	var c Call
+	m.begin(&c, ctx, false)
+	n, err := c.retried(a)
+	return n, c.End(c.deferCall(a, err))
+}
+
+// begin is Begin into c, a zero Call: a unary call's Call is not copied.
+func (m *Method) begin(c *Call, ctx context.Context, stream bool) {
+	if m.observe {
+		ctx = resilience.Observe(ctx)
+	}
+	c.m, c.caller, c.ctx, c.p = m, ctx, ctx, m.unary
+	plan := &m.unaryDeadlines
+	if stream {
+		c.p, plan = m.stream, &m.streamDeadlines
+	}
+	c.start = m.e.now()
+	c.deadlines.Begin(plan, ctx, m.e.real(c.start))
+	dl, bounded := c.deadlines.Deadline()
+	if bounded && m.waits && !m.observe {
+		c.ctx, c.cancel = context.WithDeadline(ctx, dl)
+	}
+	if m.attempts != nil {
+		c.hasAtt = true
+		if bounded {
+			c.att = m.attempts.BeginWithDeadline(c.ctx, dl)
+		} else {
+			c.att = m.attempts.Begin(c.ctx)
+		}
+	}
+}
+
+// now reads the engine's clock: the system clock's with time.Now itself,
+// not through the Clock interface.
+func (e *Engine) now() time.Time {
+	if e.system {
+		return time.Now()
+	}
+	return e.opts.Clock.Now()
+}
+
+// real returns t, a reading of the engine's clock, as real time for a
+// context deadline: t itself with the system clock, else a reading of
+// package time (a test's custom clock).
+func (e *Engine) real(t time.Time) time.Time {
+	if e.realTime {
+		return t
+	}
+	return time.Now()
+}
+
+// retried runs the attempts while the attempt policy allows. Every attempt
+// after the first is marked (Transport.Mark).
+func (c *Call) retried(a Attempt) (int, error) {
+	var last error
+	for n := 1; ; n++ {
+		err := c.attempt(c.ctx, a, n)
+		wait, again := c.Next(err)
+		if !again || !c.att.Wait(wait) {
+			if last != nil && errors.Is(err, throttler.ErrThrottled) {
+				// A retry the throttler held back: the caller gets what the
+				// backend said, as for a retry the token bucket held back.
+				return n - 1, last
+			}
+			return n, err
+		}
+		last = err
+	}
+}
+
+// attempt is attempt n through the gates.
+func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
+	var adm pipeline.Admission
+	var d deadline.AttemptDeadline
+	actx, err := c.admit(ctx, &adm, &d, n)
+	if err != nil {
+		return err
+	}
+	defer c.Abort(&adm, &d) // a panicking attempt gives its permits back
+	return c.Finish(&adm, &d, a.Attempt(actx, n))
+}
+
+// admit is Admit into d, a zero AttemptDeadline, which it fills once the
+// gates admitted the attempt.
+func (c *Call) admit(ctx context.Context, a *pipeline.Admission, d *deadline.AttemptDeadline, n int) (context.Context, error) {
+	now := c.start
+	if n > 1 {
+		now = c.m.e.now()
+	}
+	if err := c.p.AdmitAt(ctx, a, now); err != nil {
+		return ctx, err
+	}
+	actx := a.Context()
+	if n > 1 {
+		actx = c.m.e.t.Mark(actx, n-1)
+	}
+	return c.deadlines.AttemptInto(d, actx, c.m.e.real(a.Start())), nil
+}
+
+func (g *throttleGate) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
+	if g.breaker != nil {
+		if s := g.breaker.State(); s == circuitbreaker.StateOpen || s == circuitbreaker.StateHalfOpen || s == circuitbreaker.StateForcedOpen {
+			g.stoodAside.Store(true)
+			return ctx, resilience.Permit{}, nil
+		}
+		if g.stoodAside.Load() && g.stoodAside.CompareAndSwap(true, false) {
+			g.t.Reset()
+		}
+	}
+	return g.t.EnterAt(ctx, now)
+}
+
+// Finish ends an attempt that [Call.Admit] admitted, with its error: its
+// deadline first (a timeout marks the errors it caused), then its gates.
+// It returns the error as they passed it on.
+func (c *Call) Finish(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) error {
+	end := c.m.e.since(a.Start())
+	c.last = end
+	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
+}
+
+// since reads the engine's clock at the end of what began at start, a
+// reading of the same clock: with the system clock it reads the monotonic
+// clock only (time.Since, half the cost of time.Now) and returns start
+// plus the time elapsed, the reading time.Now would have given but for a
+// step of the wall clock in between, which the monotonic reading ignores,
+// as every duration and deadline comparison does.
+func (e *Engine) since(start time.Time) time.Time {
+	if e.system {
+		return start.Add(time.Since(start))
+	}
+	return e.opts.Clock.Now()
+}
+
+// classifier returns c.outcome as a function. Its closure, unlike the
+// method value c.outcome, is compiled here, beside the rest of the path
+// (not inlined, so that it stays here).
+//
+//go:noinline
+func (c *classes) classifier() resilience.Classifier {
+	return func(err error) resilience.Outcome { return c.outcome(err) }
+}
+
+// verdicts returns c.verdict as a function (see classifier).
+//
+//go:noinline
+func (c *classes) verdicts() func(resilience.Result) throttler.Verdict {
+	return func(r resilience.Result) throttler.Verdict { return c.verdict(r) }
+}
+
+// outcome classifies an attempt's error for the breaker: a failure code or
+// an error that carries no code is a failure, an ignored code or a local
+// rejection is ignored, every other code (NOT_FOUND, 404…) is a success. A
+// rejection relayed from a downstream meshless counts as its kind says
+// (resilience.Kind.RelayedOutcome), whatever the configured codes say.
+func (c *classes) outcome(err error) resilience.Outcome {
+	if err == nil {
+		return resilience.Success
+	}
+	if resilience.IsRejection(err) {
+		return resilience.Ignored
+	}
+	code, ok := c.t.Code(err)
+	if !ok {
+		return resilience.Failure
+	}
+	if k, ok := c.t.Relayed(err); ok {
+		return k.RelayedOutcome()
+	}
+	switch {
+	case c.failure.has(code):
+		return resilience.Failure
+	case c.ignored.has(code):
+		return resilience.Ignored
+	}
+	return resilience.Success
+}
+
+// verdict says what an attempt's result tells the adaptive throttler: an
+// answer from a backend that did its work (OK, NOT_FOUND…) is an accept; a
+// failure or a sign of overload (RESOURCE_EXHAUSTED: a backend that sheds,
+// or a meshless one hop down that rejected) is a refusal; a local rejection
+// inside the throttler or a call the caller gave up is not counted.
+func (c *classes) verdict(r resilience.Result) throttler.Verdict {
+	if r.Err == nil {
+		return throttler.Accepted
+	}
+	if resilience.IsRejection(r.Err) {
+		return throttler.Uncounted
+	}
+	if c.t.Overloaded(r.Err) {
+		return throttler.Refused
+	}
+	return throttler.DefaultVerdict(r)
+}
+
+// Abort ends an admitted attempt that panicked: its deadline's context is
+// released and every permit given back. After Finish it does nothing but
+// for the deadline, which is released once.
+func (c *Call) Abort(a *pipeline.Admission, d *deadline.AttemptDeadline) {
+	d.Release()
+	a.Abort()
+}
+
+// Next reports a failed attempt's result to the attempt policy: true and
+// the wait before the next attempt when it retries. A method that does not
+// retry only counts the attempt in the retry budget.
+func (c *Call) Next(err error) (time.Duration, bool) {
+	if !c.hasAtt {
+		return 0, false
+	}
+	return c.att.Next(err)
+}
+
+// deferCall keeps the call in its key's dead-letter queue when err is one
+// of the method's triggers, and returns the error for its caller: the
+// transport's DEFERRED rejection when the call is kept, err itself when it
+// is not (not a trigger, a call the transport cannot encode, a replay, a
+// full queue).
+func (c *Call) deferCall(a Attempt, err error) error {
+	if err == nil || c.m.dlq == nil {
+		return err // inlined: the call path of a call that succeeded stays short
+	}
+	return c.deferFailed(a, err)
+}
+
+// End ends the call with err: the overall timeout reports it (and marks
+// the errors its own deadline caused), the per-call event is recorded, and
+// the error is returned as the caller sees it. Call it once.
+func (c *Call) End(err error) error {
+	err = WithoutPushback(err)
+	end := c.last
+	if end.IsZero() { // no attempt ended: refused, or hedged
+		end = c.m.e.now()
+	}
+	err = c.deadlines.End(c.caller, err, c.m.e.real(end))
+	if c.cancel != nil {
+		c.cancel()
+	}
+	if err != nil {
+		err = c.m.e.t.Final(err)
+	}
+	if c.m.call != nil {
+		c.m.call.Record(c.caller, resilience.Event{Type: resilience.EventCall, Duration: end.Sub(c.start), Err: err,
+			Outcome: c.m.classes.outcome(err), ErrorType: c.m.classes.errorType(err)})
+	}
+	return err
+}
