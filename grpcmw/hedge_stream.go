@@ -142,7 +142,15 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 		}
 	}()
 	sctx, scancel := context.WithCancel(actx)
-	stop := context.AfterFunc(ctx, scancel) // the hedge cancels this copy
+	stop := context.AfterFunc(ctx, func() {
+		// The hedge cancels this copy. When the call's own context has
+		// ended (its deadline), so does the copy's, which derives from it,
+		// with its error: cancelling it here first would race that, and
+		// could turn a DEADLINE_EXCEEDED into a CANCELLED.
+		if s.call.Context().Err() == nil {
+			scancel()
+		}
+	})
 	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.Trailer(&c.trailer))
 	cs, err := s.streamer(sctx, s.desc, s.cc, s.fullMethod, opts...)
 	if err == nil && reqSet {
