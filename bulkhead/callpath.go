@@ -79,6 +79,9 @@ func (b *Bulkhead) Apply(ctx context.Context, next resilience.Next) error {
 // [Bulkhead.Exit] must then give it back, exactly once. Users run calls with
 // [Bulkhead.Execute].
 func (b *Bulkhead) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
+	if s := b.slots; s != nil && b.rec == nil && s.tryAcquireAt(s.home()) {
+		return ctx, resilience.Permit{}, nil // a fixed bulkhead's free permit, in one call
+	}
 	p, err := b.acquire(ctx)
 	if err != nil {
 		return ctx, resilience.Permit{}, err
@@ -160,6 +163,15 @@ func (s *slots) tryAcquireAt(i int) bool {
 // [Bulkhead.Execute], a call that ended early (cancelled, timed out, refused
 // further in, or panicked) is no latency sample for an adaptive limit.
 func (b *Bulkhead) Exit(ctx context.Context, pm resilience.Permit, r resilience.Result) error {
+	if b == nil {
+		return r.Err // the zero permit's bulkhead
+	}
+	if s := b.slots; s != nil && b.rec == nil {
+		if !s.releaseAt(s.home()) { // a fixed bulkhead's permit, in one call
+			panic(errEndedTwice)
+		}
+		return r.Err
+	}
 	ap, _ := pm.Ref.(adaptivelimiter.Permit)
 	record := r.Err == nil || !(endedEarly(r.Err) || r.Err == resilience.ErrPanicked)
 	b.end(ctx, ap, record)

@@ -161,7 +161,9 @@ func (a *Attempts) Next(err error) (time.Duration, bool) {
 
 func (a *Attempts) finish(err error, reason Reason) {
 	a.over = true
-	a.r.done(a.ctx, a.n, err, reason)
+	if a.r.rec != nil {
+		a.r.done(a.ctx, a.n, err, reason)
+	}
 }
 
 func (r *Retry) done(ctx context.Context, attempts int, err error, reason Reason) {

@@ -189,8 +189,8 @@ func (a *AttemptDeadline) End(err error, end time.Time) error {
 // took the timeout or longer, and returns err unchanged.
 func (c *Call) End(ctx context.Context, err error, end time.Time) error {
 	p := c.plan
-	if p == nil || p.overallD <= 0 {
-		return err
+	if p == nil || p.overallD <= 0 || err == nil && !p.overallReports {
+		return err // nothing to report, and no error to mark
 	}
 	d := end.Sub(c.start)
 	if p.overallObserves {
