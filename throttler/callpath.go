@@ -14,7 +14,7 @@ import (
 // linker keeps a package's functions in the order of its source files, so
 // the path's code sits together on few pages of memory. A real call runs it
 // cold, after the transport's own path has evicted it, and every page it
-// spans shows (docs/benchmarks/chain-grpc.md, "What a cold call pays for").
+// spans shows (docs/benchmarks/b5-pairs.md, "What a cold call pays for").
 
 // Enter admits the request, or rejects it with the current probability. A
 // rejected request counts at once, as a request; an admitted one counts

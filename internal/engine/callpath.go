@@ -18,7 +18,7 @@ import (
 // in the order of its source files, so the path's code sits together on a
 // few pages of memory instead of spread over the package. A real call runs
 // it cold, after gRPC's own path has evicted it, and every page and call it
-// spans shows (docs/benchmarks/chain-grpc.md, "What a cold call pays for").
+// spans shows (docs/benchmarks/b5-pairs.md, "What a cold call pays for").
 
 // Cached returns the policy set of key when a call has built it: one atomic
 // load and a map read, no lock, no allocation.
