@@ -38,9 +38,21 @@ func (b *Bulkhead) Execute(ctx context.Context, fn func(context.Context) error) 
 // execute is Execute, of fn, or of next when fn is nil: a call admitted at
 // once passes on the time next was entered ([resilience.Next.RunAt]).
 func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, next resilience.Next) error {
-	p, err := b.acquire(ctx)
-	if err != nil {
-		return err
+	var p permit
+	// A fixed bulkhead without an observer takes its permit and gives it
+	// back in one call each; tryAcquireAt looks at every shard, so its
+	// refusal is the bulkhead's.
+	fast := b.slots != nil && b.rec == nil
+	if fast {
+		if s := b.slots; !s.tryAcquireAt(s.home()) {
+			return b.reject(ctx, b.full.Load(), 0)
+		}
+		p = permit{b: b, ctx: ctx}
+	} else {
+		var err error
+		if p, err = b.acquire(ctx); err != nil {
+			return err
+		}
 	}
 	done := false
 	defer func() {
@@ -48,6 +60,7 @@ func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, 
 			p.Drop()
 		}
 	}()
+	var err error
 	if fn != nil {
 		err = fn(ctx)
 	} else {
@@ -58,6 +71,12 @@ func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, 
 		err = next.RunAt(ctx, entered)
 	}
 	done = true
+	if fast {
+		if s := b.slots; !s.releaseAt(s.home()) {
+			panic(errEndedTwice)
+		}
+		return err
+	}
 	p.Done(err)
 	return err
 }
@@ -79,8 +98,11 @@ func (b *Bulkhead) Apply(ctx context.Context, next resilience.Next) error {
 // [Bulkhead.Exit] must then give it back, exactly once. Users run calls with
 // [Bulkhead.Execute].
 func (b *Bulkhead) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
-	if s := b.slots; s != nil && b.rec == nil && s.tryAcquireAt(s.home()) {
-		return ctx, resilience.Permit{}, nil // a fixed bulkhead's free permit, in one call
+	if s := b.slots; s != nil && b.rec == nil { // a fixed bulkhead's permit, in one call
+		if !s.tryAcquireAt(s.home()) { // it looks at every shard
+			return ctx, resilience.Permit{}, b.reject(ctx, b.full.Load(), 0)
+		}
+		return ctx, resilience.Permit{}, nil
 	}
 	p, err := b.acquire(ctx)
 	if err != nil {
