@@ -73,9 +73,17 @@ func (u *unaryCall) Attempt(ctx context.Context, n int) error {
 		return u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.opts...)
 	}
 	u.trailer = nil
-	opts := append(append(u.optsBuf[:0], u.opts...), grpc.Trailer(&u.trailer))
-	err := u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...)
-	clear(u.optsBuf[:min(len(opts), len(u.optsBuf))]) // keeps none of the caller's options
+	var err error
+	if len(u.opts) == 0 { // the common case: gRPC gets u's own option, as it is
+		if u.onlyTrailer[0] == nil {
+			u.onlyTrailer[0] = grpc.Trailer(&u.trailer)
+		}
+		err = u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.onlyTrailer[:]...)
+	} else {
+		opts := append(append(u.optsBuf[:0], u.opts...), grpc.Trailer(&u.trailer))
+		err = u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, opts...)
+		clear(u.optsBuf[:min(len(opts), len(u.optsBuf))]) // keeps none of the caller's options
+	}
 	if err == nil {
 		return nil
 	}
@@ -111,6 +119,9 @@ type unaryCall struct {
 	// a caller that passes few options; optsBuf is cleared after each.
 	trailer metadata.MD
 	optsBuf [4]grpc.CallOption
+	// onlyTrailer is grpc.Trailer(&trailer) alone, made once, for the
+	// attempts of a caller that passes no option.
+	onlyTrailer [1]grpc.CallOption
 }
 
 // hedgedUnary is a unary call that hedges: its copies after the first,

@@ -26,28 +26,24 @@ func (t *Throttler) Enter(ctx context.Context) (context.Context, resilience.Perm
 
 // EnterAt is Enter at now, a time read from the throttler's clock, for a
 // pipeline that reads the time once for every gate (meshless's engine).
+//
+// It draws whether the request goes; a rejected one is counted at once.
+// While no refusal was counted in the window (the common case: rateAt's
+// first test, made here without a call) it goes.
 func (t *Throttler) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
-	if t.admit(now) {
-		if t.rec != nil {
-			t.rec.Record(ctx, resilience.Event{Type: resilience.EventAcquired})
+	if e := t.epoch(now); t.refusedAt.Load() > e-buckets {
+		if p := t.rateAt(e); p > 0 && t.draw() < p {
+			t.count(e, false)
+			if t.rec != nil {
+				t.rec.Record(ctx, resilience.Event{Type: resilience.EventRejection, Err: t.rej})
+			}
+			return ctx, resilience.Permit{}, t.rej
 		}
-		return ctx, resilience.Permit{Ref: t}, nil
 	}
 	if t.rec != nil {
-		t.rec.Record(ctx, resilience.Event{Type: resilience.EventRejection, Err: t.rej})
+		t.rec.Record(ctx, resilience.Event{Type: resilience.EventAcquired})
 	}
-	return ctx, resilience.Permit{}, t.rej
-}
-
-// admit draws whether the next request goes; a rejected one is counted at
-// once.
-func (t *Throttler) admit(now time.Time) bool {
-	e := t.epoch(now)
-	if p := t.rateAt(e); p > 0 && t.draw() < p {
-		t.count(e, false)
-		return false
-	}
-	return true
+	return ctx, resilience.Permit{Ref: t}, nil
 }
 
 // epoch returns the index, since the throttler started, of the window slot
@@ -109,7 +105,11 @@ func (t *Throttler) Exit(_ context.Context, p resilience.Permit, r resilience.Re
 	if end.IsZero() {
 		end = t.clock.Now()
 	}
-	t.count(t.epoch(end), v == Accepted)
+	if e := t.epoch(end); v == Accepted { // count's accept, without a call
+		t.accepted[procpin.ID()&t.mask].b[e%buckets].add(e)
+	} else {
+		t.count(e, false)
+	}
 	return r.Err
 }
 

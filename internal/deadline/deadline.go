@@ -154,6 +154,13 @@ func (a *AttemptDeadline) Release() {
 // of the timeout whose deadline ended the attempt (per-attempt, or
 // overall), or err unchanged. Call it once.
 func (a *AttemptDeadline) End(err error, end time.Time) error {
+	return a.EndIn(err, end, end.Sub(a.start))
+}
+
+// EndIn is [AttemptDeadline.End] of an attempt that took took, end minus
+// the start it was given, for a caller that has it: it saves subtracting
+// again.
+func (a *AttemptDeadline) EndIn(err error, end time.Time, took time.Duration) error {
 	ctx := a.parent
 	if ctx == nil {
 		return err // the zero AttemptDeadline
@@ -165,12 +172,9 @@ func (a *AttemptDeadline) End(err error, end time.Time) error {
 		a.cancel = nil // released: a Release after End (a deferred Abort) does nothing
 	}
 	p := a.plan
-	if p.attemptD > 0 {
-		d := end.Sub(a.start)
-		timedOut := ours && a.scope == timeout.Attempt || p.attemptObserves && d >= p.attemptD
-		if p.attemptReports {
-			report(ctx, p.Attempt, d, timedOut)
-		}
+	if p.attemptD > 0 && p.attemptReports {
+		timedOut := ours && a.scope == timeout.Attempt || p.attemptObserves && took >= p.attemptD
+		report(ctx, p.Attempt, took, timedOut)
 	}
 	if !ours {
 		return err
@@ -180,6 +184,11 @@ func (a *AttemptDeadline) End(err error, end time.Time) error {
 	}
 	return &timeout.Error{Scope: timeout.Attempt, Timeout: p.attemptD, Err: err}
 }
+
+// Reports reports whether [Call.End] has anything to do for a call that
+// succeeded: report the overall timeout's event. A caller may skip End for
+// a nil error when it does not.
+func (c *Call) Reports() bool { return c.plan != nil && c.plan.overallReports }
 
 // End ends the call at end, with err, its final error, and ctx, the
 // caller's context: it reports the overall timeout's event and returns err

@@ -3,6 +3,7 @@ package deadline_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -193,5 +194,40 @@ func TestNewPlanDecidesAsALiteralPlan(t *testing.T) {
 				t.Fatalf("derived a context: %v, observing: %v", literal.derived, tc.observe)
 			}
 		})
+	}
+}
+
+// A call that succeeded has nothing for Call.End to do but report the
+// overall timeout's event: Reports says whether anyone hears it, so that
+// the engine skips End for a success nobody hears.
+func TestReportsWhetherTheOverallTimeoutIsHeard(t *testing.T) {
+	if new(deadline.Call).Reports() {
+		t.Error("a Call that did not Begin reports")
+	}
+	for _, heard := range []bool{false, true} {
+		for _, prepared := range []bool{false, true} {
+			t.Run(fmt.Sprintf("heard %v, prepared %v", heard, prepared), func(t *testing.T) {
+				obs := new(resiliencetest.Observer)
+				var opts []timeout.Option
+				if heard {
+					opts = append(opts, timeout.WithObserver(obs))
+				}
+				p := plan(t, 100*time.Millisecond, time.Second, opts...)
+				if prepared {
+					p = deadline.NewPlan(p.Attempt, p.Overall)
+				}
+				now := time.Now()
+				c := p.Begin(t.Context(), now)
+				if c.Reports() != heard {
+					t.Fatalf("Reports() = %v, want %v", c.Reports(), heard)
+				}
+				if err := c.End(t.Context(), nil, now.Add(time.Millisecond)); err != nil {
+					t.Fatalf("End(nil) = %v", err)
+				}
+				if n := len(obs.Events()); n != map[bool]int{false: 0, true: 1}[heard] {
+					t.Fatalf("End(nil) reported %d events, heard %v", n, heard)
+				}
+			})
+		}
 	}
 }

@@ -137,8 +137,15 @@ func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
 	if err != nil {
 		return err
 	}
-	defer c.Abort(&adm, &d) // a panicking attempt gives its permits back
-	return c.Finish(&adm, &d, a.Attempt(actx, n))
+	finished := false
+	defer func() {
+		if !finished { // a panicking attempt gives its permits back
+			c.Abort(&adm, &d)
+		}
+	}()
+	err = c.Finish(&adm, &d, a.Attempt(actx, n))
+	finished = true
+	return err
 }
 
 // admit is Admit into d, a zero AttemptDeadline, which it fills once the
@@ -175,9 +182,19 @@ func (g *throttleGate) EnterAt(ctx context.Context, now time.Time) (context.Cont
 // deadline first (a timeout marks the errors it caused), then its gates.
 // It returns the error as they passed it on.
 func (c *Call) Finish(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) error {
-	end := c.m.e.since(a.Start())
+	var end time.Time
+	var took time.Duration
+	if start := a.Start(); c.m.e.system { // since, without a call of its own
+		took = time.Since(start)
+		end = start.Add(took)
+	} else {
+		end, took = c.m.e.since(start)
+	}
 	c.last = end
-	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
+	if c.m.e.realTime { // d's start is a.Start(): it took took too
+		return a.DoneIn(d.EndIn(err, end, took), end, took)
+	}
+	return a.DoneIn(d.End(err, c.m.e.real(end)), end, took)
 }
 
 // since reads the engine's clock at the end of what began at start, a
@@ -185,12 +202,14 @@ func (c *Call) Finish(a *pipeline.Admission, d *deadline.AttemptDeadline, err er
 // clock only (time.Since, half the cost of time.Now) and returns start
 // plus the time elapsed, the reading time.Now would have given but for a
 // step of the wall clock in between, which the monotonic reading ignores,
-// as every duration and deadline comparison does.
-func (e *Engine) since(start time.Time) time.Time {
+// as every duration and deadline comparison does; and the time elapsed.
+func (e *Engine) since(start time.Time) (end time.Time, took time.Duration) {
 	if e.system {
-		return start.Add(time.Since(start))
+		took = time.Since(start)
+		return start.Add(took), took
 	}
-	return e.opts.Clock.Now()
+	end = e.opts.Clock.Now()
+	return end, end.Sub(start)
 }
 
 // classifier returns c.outcome as a function. Its closure, unlike the
@@ -199,14 +218,24 @@ func (e *Engine) since(start time.Time) time.Time {
 //
 //go:noinline
 func (c *classes) classifier() resilience.Classifier {
-	return func(err error) resilience.Outcome { return c.outcome(err) }
+	return func(err error) resilience.Outcome {
+		if err == nil { // a success, without a second call
+			return resilience.Success
+		}
+		return c.outcome(err)
+	}
 }
 
 // verdicts returns c.verdict as a function (see classifier).
 //
 //go:noinline
 func (c *classes) verdicts() func(resilience.Result) throttler.Verdict {
-	return func(r resilience.Result) throttler.Verdict { return c.verdict(r) }
+	return func(r resilience.Result) throttler.Verdict {
+		if r.Err == nil { // an accept, without a second call
+			return throttler.Accepted
+		}
+		return c.verdict(r)
+	}
 }
 
 // outcome classifies an attempt's error for the breaker: a failure code or
@@ -294,7 +323,9 @@ func (c *Call) End(err error) error {
 	if end.IsZero() { // no attempt ended: refused, or hedged
 		end = c.m.e.now()
 	}
-	err = c.deadlines.End(c.caller, err, c.m.e.real(end))
+	if err != nil || c.deadlines.Reports() {
+		err = c.deadlines.End(c.caller, err, c.m.e.real(end))
+	}
 	if c.cancel != nil {
 		c.cancel()
 	}

@@ -38,7 +38,7 @@ func TestSinceReadsTheEndOfAnAttempt(t *testing.T) {
 				if fc, ok := clk.(*resiliencetest.Clock); ok {
 					fc.Advance(2 * time.Second)
 				}
-				end := e.since(start)
+				end, took := e.since(start)
 				if want := clk.Now(); !end.Equal(want) {
 					t.Errorf("since(start) = %v, want the clock's reading %v", end, want)
 				}
@@ -48,6 +48,9 @@ func TestSinceReadsTheEndOfAnAttempt(t *testing.T) {
 				}
 				if d := end.Sub(start); d != want {
 					t.Errorf("the attempt took %v, want %v", d, want)
+				}
+				if took != want {
+					t.Errorf("since(start) took %v, want %v", took, want)
 				}
 			})
 		})

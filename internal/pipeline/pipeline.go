@@ -260,10 +260,16 @@ func (a *Admission) Done(err error) error {
 
 // DoneAt is Done at end, a time the caller read from the pipeline's clock.
 func (a *Admission) DoneAt(err error, end time.Time) error {
+	return a.DoneIn(err, end, end.Sub(a.start))
+}
+
+// DoneIn is [Admission.DoneAt] of an attempt that took took, end minus
+// [Admission.Start], for a caller that has it: it saves subtracting again.
+func (a *Admission) DoneIn(err error, end time.Time, took time.Duration) error {
 	if a.n == 0 {
 		return err
 	}
-	return a.exit(resilience.Result{Err: err, Outcome: a.p.classify(err), Duration: end.Sub(a.start), End: end})
+	return a.exit(resilience.Result{Err: err, Outcome: a.p.classify(err), Duration: took, End: end})
 }
 
 // Commit tells the early gates ([EarlyGate]) how the attempt went so far —

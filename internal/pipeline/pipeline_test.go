@@ -167,6 +167,45 @@ func TestPipelineDurationLeavesOutTheWaitAtTheGates(t *testing.T) {
 	})
 }
 
+// DoneIn gives every gate the end and the duration its caller measured, as
+// given, and DoneAt the duration from the attempt's start; after the first,
+// either does nothing.
+func TestDoneInAndDoneAtGiveTheGatesTheCallersTimes(t *testing.T) {
+	start := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	end := start.Add(42 * time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		done func(*pipeline.Admission, error) error
+		want time.Duration
+	}{
+		{"DoneIn", func(a *pipeline.Admission, err error) error { return a.DoneIn(err, end, 7*time.Millisecond) }, 7 * time.Millisecond},
+		{"DoneAt", func(a *pipeline.Admission, err error) error { return a.DoneAt(err, end) }, 42 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log []string
+			outer, inner := &gate{name: "outer", log: &log}, &gate{name: "inner", log: &log}
+			p := newPipeline(t, outer, inner)
+			var a pipeline.Admission
+			if err := p.AdmitAt(t.Context(), &a, start); err != nil {
+				t.Fatal(err)
+			}
+			failed := errors.New("failed")
+			if err := tc.done(&a, failed); err != failed {
+				t.Fatalf("%s returned %v, want the attempt's error", tc.name, err)
+			}
+			_ = tc.done(&a, nil) // does nothing
+			for _, g := range []*gate{outer, inner} {
+				if len(g.results) != 1 {
+					t.Fatalf("%s exited %d times, want once", g.name, len(g.results))
+				}
+				if r := g.results[0]; r.Duration != tc.want || !r.End.Equal(end) || r.Outcome != resilience.Failure {
+					t.Errorf("%s got duration %v, end %v, %v; want %v, %v, failure", g.name, r.Duration, r.End, r.Outcome, tc.want, end)
+				}
+			}
+		})
+	}
+}
+
 func TestPipelineTooManyGates(t *testing.T) {
 	gates := make([]resilience.Gate, pipeline.MaxGates+1)
 	for i := range gates {
