@@ -68,6 +68,7 @@ func New(opts ...Option) (*Breaker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("circuitbreaker: %w", err)
 	}
+	cfg.system = cfg.clock == resilience.SystemClock()
 	b := new(Breaker)
 	b.conf.Store(&cfg)
 	b.mu.Lock()
@@ -122,7 +123,7 @@ func (b *Breaker) Reconfigure(opts ...Option) error {
 			Problem: "a running breaker keeps its window (" + old.SlidingWindowType.String() + " " + strconv.Itoa(old.SlidingWindowSize) + "); build a new breaker to change it",
 		})
 	}
-	cfg.clock, cfg.observer = old.clock, old.observer
+	cfg.clock, cfg.system, cfg.observer = old.clock, old.system, old.observer
 	b.conf.Store(&cfg)
 	b.mu.Unlock()
 	if cfg.Mode != old.Mode {

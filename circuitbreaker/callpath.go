@@ -50,15 +50,15 @@ func (b *Breaker) Apply(ctx context.Context, next resilience.Next) error {
 	default:
 		return b.executeSlow(ctx, next.Run)
 	}
-	clk := b.config().clock
-	if clk != resilience.SystemClock() {
-		return b.closed(ctx, p, clk, clk.Now(), next.Run, resilience.Next{})
+	c := b.config()
+	if !c.system {
+		return b.closed(ctx, p, c.clock, c.clock.Now(), next.Run, resilience.Next{})
 	}
 	start, ok := next.Entered()
 	if !ok {
 		start = time.Now()
 	}
-	return b.closed(ctx, p, clk, start, nil, next)
+	return b.closed(ctx, p, c.clock, start, nil, next)
 }
 
 // closed runs fn on the closed path, without building a permit: a call
@@ -79,19 +79,22 @@ func (b *Breaker) closed(ctx context.Context, p *period, clk resilience.Clock, s
 		err = next.RunAt(ctx, start)
 	}
 	done = true
-	now := endOf(clk, start)
-	b.finish(ctx, p, nil, b.outcome(err), now.Sub(start), now)
+	now, took := b.endOf(clk, start)
+	b.finish(ctx, p, nil, b.outcome(err), took, now)
 	return err
 }
 
 // endOf reads clk at the end of a call that began at start, a reading of
-// clk: with the system clock, the monotonic clock only (time.Since, half
-// the cost of time.Now), start plus the time elapsed.
-func endOf(clk resilience.Clock, start time.Time) time.Time {
-	if clk == resilience.SystemClock() {
-		return start.Add(time.Since(start))
+// clk, and returns it with the time elapsed: with the system clock, it
+// reads the monotonic clock only (time.Since, half the cost of time.Now)
+// and returns start plus the time elapsed.
+func (b *Breaker) endOf(clk resilience.Clock, start time.Time) (time.Time, time.Duration) {
+	if b.config().system {
+		took := time.Since(start)
+		return start.Add(took), took
 	}
-	return clk.Now()
+	now := clk.Now()
+	return now, now.Sub(start)
 }
 
 // Enter is the first step of the [resilience.Gate] contract, for meshless's

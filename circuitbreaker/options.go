@@ -155,6 +155,7 @@ type config struct {
 	Config
 	classify resilience.Classifier
 	clock    resilience.Clock
+	system   bool // clock is the system clock (set by New: a comparison of interfaces is a call)
 	observer resilience.Observer
 }
 

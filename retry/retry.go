@@ -58,6 +58,9 @@ func (r *Retry) Apply(ctx context.Context, next resilience.Next) error {
 	a := r.Begin(ctx)
 	for {
 		err := next.RunAt(ctx, entered)
+		if err == nil && r.rec == nil && r.cfg.throttle == nil {
+			return nil // Next's success, without a call: nothing to count or report
+		}
 		wait, again := a.Next(err)
 		if !again || !a.Wait(wait) {
 			return err
@@ -74,6 +77,9 @@ func (r *Retry) Execute(ctx context.Context, fn func(context.Context) error) err
 	a := r.Begin(ctx)
 	for {
 		err := fn(ctx)
+		if err == nil && r.rec == nil && r.cfg.throttle == nil {
+			return nil // as in Apply
+		}
 		wait, again := a.Next(err)
 		if !again || !a.Wait(wait) {
 			return err

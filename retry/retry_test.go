@@ -437,3 +437,23 @@ func TestAttemptsDoneEndsTheCallWithoutRetry(t *testing.T) {
 		t.Fatalf("tokens = %v, want 8: both retryable failures take one", th.Tokens())
 	}
 }
+
+// A success gives the throttle its share back whichever way the call came
+// in: Execute, or Apply in a chain (each returns at once on a success when
+// there is neither a throttle nor an observer).
+func TestASuccessGivesTheThrottleItsShareInAChainToo(t *testing.T) {
+	th, err := retry.NewThrottle(10, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRetry(t, retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 1 })), retry.WithThrottle(th))
+	for range 4 {
+		_ = r.Execute(t.Context(), newDependency(errUnavailable).call) // 10 → 6
+	}
+	ok := func(context.Context) error { return nil }
+	_ = r.Execute(t.Context(), ok)                      // 6.5
+	_ = resilience.NewChain(r).Execute(t.Context(), ok) // 7
+	if got := th.Tokens(); got != 7 {
+		t.Fatalf("tokens = %v, want 7 (4 failures took 4, 2 successes gave 0.5 each)", got)
+	}
+}
