@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/retry"
+	"github.com/meshless/meshless/timeout"
+)
+
+// BenchmarkChainPaired is B4 with its timeout measured in pairs, as
+// BenchmarkGRPCUnaryTCPPaired measures B5: the floor (a) and the chain (b)
+// take turns in blocks of pairedBlock calls, each block timed, the first of
+// a pair alternating, so that what slows the machine down slows both. It
+// reports each side's median time per call over the blocks and the median
+// of the pairs' differences (diff-ns/call: B4's "floor + x"), which the
+// noise of one side's minimum or median does not blur.
+//
+// "timeout-alone" is the timeout policy by itself against the floor;
+// "without-timeout" the chain's three other policies against a bare call
+// of the no-op; "same" runs the floor on both sides: its difference is the
+// method's own (near 0).
+func BenchmarkChainPaired(b *testing.B) {
+	ctx := context.Background()
+	floor := func() {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		_ = c
+		cancel()
+	}
+	b.Run("timeout", func(b *testing.B) {
+		rt, _ := retry.New(retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 3 })))
+		bh, _ := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 100 })))
+		to, _ := timeout.New(time.Second)
+		chain := resilience.NewChain(rt, newMeshless(b), bh, to)
+		benchHotPaired(b, floor, func() { _ = chain.Execute(ctx, noop) })
+	})
+	b.Run("timeout-alone", func(b *testing.B) {
+		to, _ := timeout.New(time.Second)
+		benchHotPaired(b, floor, func() { _ = to.Execute(ctx, noop) })
+	})
+	b.Run("without-timeout", func(b *testing.B) {
+		rt, _ := retry.New(retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 3 })))
+		bh, _ := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 100 })))
+		chain := resilience.NewChain(rt, newMeshless(b), bh)
+		benchHotPaired(b, func() { _ = noop(ctx) }, func() { _ = chain.Execute(ctx, noop) })
+	})
+	b.Run("same", func(b *testing.B) {
+		benchHotPaired(b, floor, floor)
+	})
+}
+
+// BenchmarkGRPCInterceptorOnlyPaired is B5' in pairs (see
+// BenchmarkChainPaired): the floor, one context.WithTimeout and its cancel
+// (a), against the interceptor alone on defaults around a no-op invoker (b);
+// and, with timeouts off, a bare call of the no-op invoker (a) against the
+// interceptor (b).
+func BenchmarkGRPCInterceptorOnlyPaired(b *testing.B) {
+	ctx := context.Background()
+	const method = "/grpc.testing.TestService/UnaryCall"
+	noopInvoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	b.Run("defaults", func(b *testing.B) {
+		icpt := newChain(b).UnaryClientInterceptor()
+		floor := func() {
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			_ = noopInvoker(c, method, nil, nil, nil)
+			cancel()
+		}
+		benchHotPaired(b, floor, func() { _ = icpt(ctx, method, nil, nil, nil, noopInvoker) })
+	})
+	b.Run("no-timeouts", func(b *testing.B) {
+		cfg, err := grpcmw.ParseConfig([]byte("defaults: { timeout: { enabled: false } }"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		chain, err := grpcmw.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		icpt := chain.UnaryClientInterceptor()
+		benchHotPaired(b, func() { _ = noopInvoker(ctx, method, nil, nil, nil) }, func() { _ = icpt(ctx, method, nil, nil, nil, noopInvoker) })
+	})
+}
+
+// pairedBlock is how many calls a side makes in a row between two clock
+// reads: enough that the reads (tens of ns) are a small part of a block.
+const pairedBlock = 32
+
+// benchHotPaired measures fb against fa in pairs of timed blocks.
+func benchHotPaired(b *testing.B, fa, fb func()) {
+	block := func(f func()) time.Duration {
+		start := time.Now()
+		for range pairedBlock {
+			f()
+		}
+		return time.Since(start)
+	}
+	block(fa)
+	block(fb)
+	var as, bs, diffs []float64
+	i := 0
+	for b.Loop() {
+		var da, db time.Duration
+		if i%2 == 0 {
+			da = block(fa)
+			db = block(fb)
+		} else {
+			db = block(fb)
+			da = block(fa)
+		}
+		i++
+		as = append(as, float64(da)/pairedBlock)
+		bs = append(bs, float64(db)/pairedBlock)
+		diffs = append(diffs, float64(db-da)/pairedBlock)
+	}
+	median := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	b.ReportMetric(median(as), "a-ns/call")
+	b.ReportMetric(median(bs), "b-ns/call")
+	b.ReportMetric(median(diffs), "diff-ns/call")
+}
