@@ -10,3 +10,6 @@ func SetPickPort(f func() (int, error)) (restore func()) {
 
 // PickPort is the port picker Start uses by default.
 var PickPort = pickPort
+
+// Answers is the check Start and Restart make before they hand a server out.
+var Answers = answers
