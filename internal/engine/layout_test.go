@@ -9,8 +9,8 @@ import (
 
 // callPath is callpath.go's functions, in its order.
 var callPath = []any{
-	(*Engine).Cached, (*methodTable).load, hotIndex, (*Method).Run, (*Method).begin,
-	(*Engine).now, (*Engine).real, (*Call).retried, (*Call).attempt, (*Call).admit,
+	(*Engine).Cached, (*methodTable).load, hotIndex, (*Method).Run, (*Method).runPlain, (*Method).begin,
+	(*Engine).now, (*Engine).real, (*Call).retried, (*Call).retry, (*Call).attempt, (*Call).admit,
 	(*throttleGate).EnterAt, (*Call).Finish, (*Engine).since, (*classes).classifier,
 	(*classes).verdicts, (*classes).outcome, (*classes).verdict, (*Call).Abort,
 	(*Call).Next, (*Call).deferCall, (*Call).End,

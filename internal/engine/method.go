@@ -55,6 +55,10 @@ type Method struct {
 	// (resilience.Observe), its pipelines admit what a gate refuses, and
 	// its timeouts, retry and hedging decide without acting.
 	observe bool
+	// plain: a unary call takes runPlain — the method has an attempt
+	// policy and neither observes nor makes attempts wait, on the system
+	// clock.
+	plain bool
 }
 
 // Name returns the method's name for observers: "pkg.Svc/Method".
@@ -174,6 +178,7 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		}
 	}
 	m.unaryDeadlines = deadline.NewPlan(m.newTimeout(s.PerAttempt, timeout.Attempt), m.newTimeout(s.Overall, timeout.Overall))
+	m.plain = m.attempts != nil && !m.observe && !m.waits && e.system && e.realTime
 	m.streamDeadlines = deadline.NewPlan(m.newTimeout(s.StreamPerAttempt, timeout.Attempt), m.newTimeout(s.StreamOverall, timeout.Overall))
 	return m
 }

@@ -87,26 +87,52 @@ const MaxGates = 6
 // A Pipeline is immutable and safe for concurrent use.
 type Pipeline struct {
 	gates    []resilience.Gate
-	enters   [MaxGates]resilience.Gate // the gate whose Enter is gates[i]'s (Wrapper)
-	refused  [MaxGates]Wrapper         // gates[i] when it is a Wrapper, else nil
-	timed    [MaxGates]TimedGate       // enters[i] as a TimedGate, or nil
-	exits    [MaxGates]resilience.Gate // the gate whose Exit is gates[i]'s (Forwarder)
-	early    [MaxGates]EarlyGate       // gates[i] as an EarlyGate, or nil
-	anyTimed bool                      // some gate is a TimedGate
-	classify resilience.Classifier
+	g        Gates
+	early    [MaxGates]EarlyGate // gates[i] as an EarlyGate, or nil
+	anyTimed bool                // some gate is a TimedGate
 	clock    resilience.Clock
-	observe  bool // admits what a gate refuses (Observing)
-	mayWait  bool // a gate may make an attempt wait: read the time after the gates
 }
+
+// Gates is what a [Pipeline] runs an attempt with, for a caller that runs
+// an attempt through the gates in a function of its own rather than with
+// an [Admission] (meshless's engine, for a unary call's first attempt): it
+// enters and exits them itself, as [Pipeline.AdmitAt] and
+// [Admission.DoneIn] do, keeping the attempt's contexts and permits in its
+// own frame, with no call per gate but the gate's own. Read it; never
+// change it.
+type Gates struct {
+	// N is the number of gates.
+	N int
+	// Enters[i] is the gate whose Enter is gate i's (a [Wrapper]'s inner
+	// gate); Timed[i] is Enters[i] as a [TimedGate], entered at a time, or
+	// nil; Refused[i] is gate i as a Wrapper, which rewrites its refusals,
+	// or nil; Exits[i] is the gate whose Exit is gate i's (a [Forwarder]'s).
+	Enters  [MaxGates]resilience.Gate
+	Timed   [MaxGates]TimedGate
+	Refused [MaxGates]Wrapper
+	Exits   [MaxGates]resilience.Gate
+	// Classify classifies an attempt's error, once for every gate.
+	Classify resilience.Classifier
+	// Observe: a gate's refusal that is a [resilience.Rejection] does not
+	// refuse the attempt, which goes on without the gate
+	// ([Pipeline.Observing]).
+	Observe bool
+	// MayWait: a gate may make an attempt wait; the attempt starts at a
+	// reading of the clock once the gates admitted it ([Pipeline.Waiting]).
+	MayWait bool
+}
+
+// Gates returns the pipeline's gates as it runs them.
+func (p *Pipeline) Gates() *Gates { return &p.g }
 
 // NewPipeline returns a pipeline of gates, outermost first; nil gates are
 // skipped. classify decides each attempt's [Outcome] ([DefaultClassifier] when
 // nil); clock measures each attempt's [Result.Duration] (the precise system
 // clock when nil). More than [MaxGates] gates is an error.
 func NewPipeline(classify resilience.Classifier, clock resilience.Clock, gates ...resilience.Gate) (*Pipeline, error) {
-	p := &Pipeline{classify: classify, clock: clock}
-	if p.classify == nil {
-		p.classify = resilience.DefaultClassifier
+	p := &Pipeline{g: Gates{Classify: classify}, clock: clock}
+	if p.g.Classify == nil {
+		p.g.Classify = resilience.DefaultClassifier
 	}
 	if p.clock == nil {
 		p.clock = resilience.SystemClock()
@@ -119,17 +145,18 @@ func NewPipeline(classify resilience.Classifier, clock resilience.Clock, gates .
 	if len(p.gates) > MaxGates {
 		return nil, &resilience.OptionError{Option: "gates", Value: len(p.gates), Problem: "at most " + strconv.Itoa(MaxGates)}
 	}
+	p.g.N = len(p.gates)
 	for i, g := range p.gates {
-		p.enters[i] = g
+		p.g.Enters[i] = g
 		if w, ok := g.(Wrapper); ok {
 			if in := w.EntersThrough(); in != nil {
-				p.enters[i], p.refused[i] = in, w
+				p.g.Enters[i], p.g.Refused[i] = in, w
 			}
 		}
-		p.timed[i], _ = p.enters[i].(TimedGate)
-		p.exits[i] = exitOf(g)
+		p.g.Timed[i], _ = p.g.Enters[i].(TimedGate)
+		p.g.Exits[i] = exitOf(g)
 		p.early[i], _ = g.(EarlyGate)
-		p.anyTimed = p.anyTimed || p.timed[i] != nil
+		p.anyTimed = p.anyTimed || p.g.Timed[i] != nil
 	}
 	return p, nil
 }
@@ -141,7 +168,7 @@ func NewPipeline(classify resilience.Classifier, clock resilience.Clock, gates .
 // attempt's [Result.Duration].
 func (p *Pipeline) Waiting() *Pipeline {
 	q := *p
-	q.mayWait = true
+	q.g.MayWait = true
 	return &q
 }
 
@@ -157,7 +184,7 @@ func (p *Pipeline) Len() int { return len(p.gates) }
 // usual.
 func (p *Pipeline) Observing() *Pipeline {
 	q := *p
-	q.observe = true
+	q.g.Observe = true
 	return &q
 }
 
@@ -192,7 +219,7 @@ func (p *Pipeline) Admit(ctx context.Context, a *Admission) error {
 // the time again once the gates admitted the attempt; AdmitAt saves that
 // clock read when no gate makes attempts wait).
 func (p *Pipeline) AdmitAt(ctx context.Context, a *Admission, now time.Time) error {
-	return p.admit(ctx, a, now, p.mayWait)
+	return p.admit(ctx, a, now, p.g.MayWait)
 }
 
 func (p *Pipeline) admit(ctx context.Context, a *Admission, now time.Time, reread bool) (err error) {
@@ -212,16 +239,16 @@ func (p *Pipeline) admit(ctx context.Context, a *Admission, now time.Time, rerea
 		var next context.Context
 		var pm resilience.Permit
 		var gerr error
-		if t := p.timed[i]; t != nil {
+		if t := p.g.Timed[i]; t != nil {
 			next, pm, gerr = t.EnterAt(ctx, now)
 		} else {
-			next, pm, gerr = p.enters[i].Enter(ctx)
+			next, pm, gerr = p.g.Enters[i].Enter(ctx)
 		}
 		if gerr != nil {
-			if w := p.refused[i]; w != nil {
+			if w := p.g.Refused[i]; w != nil {
 				gerr = w.Refused(gerr)
 			}
-			if !p.observe || !resilience.IsRejection(gerr) {
+			if !p.g.Observe || !resilience.IsRejection(gerr) {
 				return gerr
 			}
 			// Observe mode: the refusal was reported; the attempt goes on,
@@ -269,7 +296,7 @@ func (a *Admission) DoneIn(err error, end time.Time, took time.Duration) error {
 	if a.n == 0 {
 		return err
 	}
-	return a.exit(resilience.Result{Err: err, Outcome: a.p.classify(err), Duration: took, End: end})
+	return a.exit(resilience.Result{Err: err, Outcome: a.p.g.Classify(err), Duration: took, End: end})
 }
 
 // Commit tells the early gates ([EarlyGate]) how the attempt went so far —
@@ -280,7 +307,7 @@ func (a *Admission) Commit(err error) {
 		return
 	}
 	end := a.p.clock.Now()
-	r := resilience.Result{Err: err, Outcome: a.p.classify(err), Duration: end.Sub(a.start), End: end}
+	r := resilience.Result{Err: err, Outcome: a.p.g.Classify(err), Duration: end.Sub(a.start), End: end}
 	for i := a.n - 1; i >= 0; i-- {
 		if g := a.p.early[i]; g != nil && a.exited&(1<<i) == 0 && g.Commit(a.in[i], a.permits[i], r) {
 			a.exited |= 1 << i
@@ -305,18 +332,27 @@ func (a *Admission) Abort() {
 func (a *Admission) exit(r resilience.Result) error {
 	i := a.n - 1
 	a.n = 0
+	return a.p.g.ExitFrom(&a.in, &a.permits, a.exited, i, r)
+}
+
+// ExitFrom exits gates i down to 0 but those in skip (by index),
+// innermost first, each with in's context and permits's permit for it and
+// the error the gate inside it passed on, and returns the outermost's.
+// When an Exit panics, the gates outside it are still exited before the
+// panic goes on.
+func (g *Gates) ExitFrom(in *[MaxGates]context.Context, permits *[MaxGates]resilience.Permit, skip uint8, i int, r resilience.Result) error {
 	defer func() {
-		if i >= 0 { // gates[i].Exit panicked
+		if i >= 0 { // gate i's Exit panicked
 			for i--; i >= 0; i-- {
-				if a.exited&(1<<i) == 0 {
-					a.p.exits[i].Exit(a.in[i], a.permits[i], r)
+				if skip&(1<<i) == 0 {
+					g.Exits[i].Exit(in[i], permits[i], r)
 				}
 			}
 		}
 	}()
 	for ; i >= 0; i-- {
-		if a.exited&(1<<i) == 0 {
-			r.Err = a.p.exits[i].Exit(a.in[i], a.permits[i], r)
+		if skip&(1<<i) == 0 {
+			r.Err = g.Exits[i].Exit(in[i], permits[i], r)
 		}
 	}
 	return r.Err
