@@ -81,14 +81,16 @@ const (
 // every call is, one attempt that succeeds, runs in this one function,
 // which enters and exits the gates itself (pipeline.Gates), as
 // begin, attempt, Finish and End would, with no Call; a first attempt that
-// fails goes on in a Call, as retried's would.
+// fails goes on in a Call, as retried's would. It reads the clock twice,
+// at the call's start and at the attempt's end, as a Call does.
 //
 // On a 2-core virtual machine, measured in pairs with one context deadline
-// (docs/benchmarks/chain-grpc.md), the same steps taken through a Call and
-// a pipeline.Admission cost about 100 ns more: each call between functions
-// of the engine, each state passed by pointer, shows at this speed.
+// (docs/benchmarks/b5-pairs.md, the plain run), the same steps taken
+// through a Call and a pipeline.Admission cost about 90 ns more: each call
+// between functions of the engine, each state passed by pointer, shows at
+// this speed.
 func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
-	start := time.Now()
+	start := m.e.now()
 	var dls deadline.Call
 	dls.Begin(&m.unaryDeadlines, ctx, start)
 	var att retry.Attempts
@@ -111,7 +113,7 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 			g.ExitFrom(&in, &held, 0, k-1, resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Ignored})
 		case running: // in the attempt
 			d.Release()
-			e := time.Now()
+			e := m.e.now()
 			g.ExitFrom(&in, &held, 0, k-1, resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Failure,
 				Duration: e.Sub(start), End: e})
 		case exiting: // in gate k's Exit: the gates outside it are exited still
@@ -146,9 +148,14 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 		stage = running
 		actx = dls.AttemptInto(&d, actx, start)
 		err = a.Attempt(actx, 1)
-		took := time.Since(start) // the end, without a call of its own (Engine.since)
-		end = start.Add(took)
-		err = d.EndIn(err, end, took)
+		var took time.Duration
+		if m.e.system { // the end, without a call of its own (Engine.since)
+			took = time.Since(start)
+			end = start.Add(took)
+		} else {
+			end, took = m.e.since(start)
+		}
+		err = d.EndIn(err, end, took) // d's start is start: it took took too
 		if k > 0 {
 			r = resilience.Result{Err: err, Outcome: g.Classify(err), Duration: took, End: end}
 			for stage, k = exiting, k-1; k >= 0; k-- {

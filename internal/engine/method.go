@@ -56,8 +56,8 @@ type Method struct {
 	// its timeouts, retry and hedging decide without acting.
 	observe bool
 	// plain: a unary call takes runPlain — the method has an attempt
-	// policy and neither observes nor makes attempts wait, on the system
-	// clock.
+	// policy and neither observes nor makes attempts wait, on a clock whose
+	// readings are real time (the system clock's, or a test's that says so).
 	plain bool
 }
 
@@ -178,7 +178,7 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		}
 	}
 	m.unaryDeadlines = deadline.NewPlan(m.newTimeout(s.PerAttempt, timeout.Attempt), m.newTimeout(s.Overall, timeout.Overall))
-	m.plain = m.attempts != nil && !m.observe && !m.waits && e.system && e.realTime
+	m.plain = m.attempts != nil && !m.observe && !m.waits && e.realTime
 	m.streamDeadlines = deadline.NewPlan(m.newTimeout(s.StreamPerAttempt, timeout.Attempt), m.newTimeout(s.StreamOverall, timeout.Overall))
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,8 +13,9 @@ import (
 	"github.com/meshless/meshless/resilience"
 )
 
-// wallClock is the system clock behind the Clock interface: the engine
-// then takes a Call's path, with the same times.
+// wallClock is the system clock behind the Clock interface, saying its
+// readings are real time: a method on it is plain, and runPlain reads it
+// through the interface.
 type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }
@@ -37,13 +39,18 @@ func (s *scripted) Attempt(ctx context.Context, n int) error {
 	return s.script(n)
 }
 
+// otherClock is the system clock behind the Clock interface, not saying
+// its readings are real time: a method on it is not plain, and takes a
+// Call.
+type otherClock struct{ resilience.Clock }
+
 // A plain method's call (runPlain: one function, its gates entered and
 // exited in place) is the call a Call makes, seen from everywhere: the
 // result, the attempts and their marks, every policy's events in order,
 // the permits given back, on every path — a success, a retry, retries
 // exhausted, a refusal, and a panic in the attempt, in a gate's Enter and
-// in a gate's Exit. The same calls run on a method of the same policies
-// whose clock is not the system clock itself, which takes a Call.
+// in a gate's Exit. The same calls run on the system clock and on a clock
+// of the options (both plain) and on the same policies through a Call.
 func TestAPlainCallIsACallsCall(t *testing.T) {
 	unavailable := &codeError{code: 14}
 	cases := []struct {
@@ -70,12 +77,11 @@ func TestAPlainCallIsACallsCall(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var got [2]string
-			for i, clock := range []resilience.Clock{nil, wallClock{}} {
-				got[i] = runScripted(t, clock, i == 0, tc.script, tc.open, tc.panics)
-			}
-			if got[0] != got[1] {
-				t.Fatalf("a plain call\n%s\nwant a Call's\n%s", got[0], got[1])
+			call := runScripted(t, otherClock{resilience.SystemClock()}, false, tc.script, tc.open, tc.panics)
+			for _, clock := range []resilience.Clock{nil, wallClock{}} {
+				if got := runScripted(t, clock, true, tc.script, tc.open, tc.panics); got != call {
+					t.Fatalf("a plain call on %T\n%s\nwant a Call's\n%s", clock, got, call)
+				}
 			}
 		})
 	}
@@ -138,4 +144,50 @@ func recovered(f func()) (r any) {
 	defer func() { r = recover() }()
 	f()
 	return nil
+}
+
+// countingClock counts the readings of the system clock, which it says are
+// real time.
+type countingClock struct {
+	wallClock
+	reads atomic.Int64
+}
+
+func (c *countingClock) Now() time.Time { c.reads.Add(1); return time.Now() }
+
+// A plain call that succeeds at once reads the clock twice — its start and
+// its attempt's end — and a retried one once more per attempt (B15, as
+// grpcmw's TestACallReadsTheClockTwice counts it through the interceptor).
+func TestAPlainCallReadsTheClockTwice(t *testing.T) {
+	clk := new(countingClock)
+	e, err := New(nil, fakeTransport{}, Options{MaxKeys: 10, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	m := lookup(e, "/a.B/C")
+	if !m.plain {
+		t.Fatal("a method on the defaults and a real-time clock is not plain")
+	}
+	for _, tc := range []struct {
+		name   string
+		script func(n int) error
+		want   int64
+	}{
+		{"success", func(int) error { return nil }, 2},
+		{"a retry", func(n int) error {
+			if n == 1 {
+				return &codeError{code: 14}
+			}
+			return nil
+		}, 4},
+	} {
+		before := clk.reads.Load()
+		if _, err := m.Run(t.Context(), &scripted{script: tc.script}); err != nil {
+			t.Fatal(err)
+		}
+		if n := clk.reads.Load() - before; n != tc.want {
+			t.Errorf("%s: %d clock reads, want %d", tc.name, n, tc.want)
+		}
+	}
 }
