@@ -60,21 +60,21 @@ func BenchmarkChainPaired(b *testing.B) {
 // BenchmarkChainPaired): the floor, one context.WithTimeout and its cancel
 // (a), against the interceptor alone on defaults around a no-op invoker (b);
 // and, with timeouts off, a bare call of the no-op invoker (a) against the
-// interceptor (b).
+// interceptor (b). "no-timeouts-floor-inside" is the floor (a) against the
+// interceptor with timeouts off around an invoker that makes the floor's
+// deadline itself (b): what the engine's steps other than its deadline cost
+// beside a deadline, to set against "defaults" (docs/benchmarks/b5-pairs.md,
+// the GC run).
 func BenchmarkGRPCInterceptorOnlyPaired(b *testing.B) {
 	ctx := context.Background()
 	const method = "/grpc.testing.TestService/UnaryCall"
 	noopInvoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
-	b.Run("defaults", func(b *testing.B) {
-		icpt := newChain(b).UnaryClientInterceptor()
-		floor := func() {
-			c, cancel := context.WithTimeout(ctx, time.Second)
-			_ = noopInvoker(c, method, nil, nil, nil)
-			cancel()
-		}
-		benchHotPaired(b, floor, func() { _ = icpt(ctx, method, nil, nil, nil, noopInvoker) })
-	})
-	b.Run("no-timeouts", func(b *testing.B) {
+	floor := func() {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		_ = noopInvoker(c, method, nil, nil, nil)
+		cancel()
+	}
+	noTimeouts := func(b *testing.B) grpc.UnaryClientInterceptor {
 		cfg, err := grpcmw.ParseConfig([]byte("defaults: { timeout: { enabled: false } }"))
 		if err != nil {
 			b.Fatal(err)
@@ -83,9 +83,65 @@ func BenchmarkGRPCInterceptorOnlyPaired(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		icpt := chain.UnaryClientInterceptor()
+		b.Cleanup(chain.Close)
+		return chain.UnaryClientInterceptor()
+	}
+	b.Run("defaults", func(b *testing.B) {
+		icpt := newChain(b).UnaryClientInterceptor()
+		benchHotPaired(b, floor, func() { _ = icpt(ctx, method, nil, nil, nil, noopInvoker) })
+	})
+	b.Run("no-timeouts", func(b *testing.B) {
+		icpt := noTimeouts(b)
 		benchHotPaired(b, func() { _ = noopInvoker(ctx, method, nil, nil, nil) }, func() { _ = icpt(ctx, method, nil, nil, nil, noopInvoker) })
 	})
+	b.Run("no-timeouts-floor-inside", func(b *testing.B) {
+		icpt := noTimeouts(b)
+		floorInvoker := func(ctx context.Context, method string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			err := noopInvoker(c, method, nil, nil, nil)
+			cancel()
+			return err
+		}
+		benchHotPaired(b, floor, func() { _ = icpt(ctx, method, nil, nil, nil, floorInvoker) })
+	})
+}
+
+// BenchmarkGRPCInterceptorPartsPaired takes B5' apart, timeouts off: a bare
+// call of the no-op invoker (a) against the interceptor (b) with the retry
+// alone ("retry": the engine's own steps and its two clock reads; a method
+// with a retry is plain, see internal/engine's runPlain), with the retry and
+// one of the breaker, bulkhead and throttler, and with all four ("all", the
+// defaults without timeouts). docs/benchmarks/b5-pairs.md, the GC run.
+func BenchmarkGRPCInterceptorPartsPaired(b *testing.B) {
+	ctx := context.Background()
+	const method = "/grpc.testing.TestService/UnaryCall"
+	noop := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	const (
+		noBreaker   = "circuitBreaker: { enabled: false }, "
+		noBulkhead  = "bulkhead: { enabled: false }, "
+		noThrottler = "adaptiveThrottling: { enabled: false }, "
+	)
+	for _, v := range []struct{ name, off string }{
+		{"retry", noBreaker + noBulkhead + noThrottler},
+		{"retry+breaker", noBulkhead + noThrottler},
+		{"retry+bulkhead", noBreaker + noThrottler},
+		{"retry+throttler", noBreaker + noBulkhead},
+		{"all", ""},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			cfg, err := grpcmw.ParseConfig([]byte("defaults: { " + v.off + "timeout: { enabled: false } }"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			chain, err := grpcmw.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(chain.Close)
+			icpt := chain.UnaryClientInterceptor()
+			benchHotPaired(b, func() { _ = noop(ctx, method, nil, nil, nil) }, func() { _ = icpt(ctx, method, nil, nil, nil, noop) })
+		})
+	}
 }
 
 // pairedBlock is how many calls a side makes in a row between two clock
