@@ -56,6 +56,44 @@ func BenchmarkChainPaired(b *testing.B) {
 	})
 }
 
+// BenchmarkChainPartsPaired takes B4 apart: each of its policies alone in
+// a resilience.Chain around the no-op, in pairs with a bare call of the
+// no-op (the timeout with the floor), then the breaker and the timeout
+// together (the breaker's reading of the start is the timeout's), then all
+// four; "empty" is a chain of none. docs/benchmarks/chain-grpc.md, the
+// chain parts run.
+func BenchmarkChainPartsPaired(b *testing.B) {
+	ctx := context.Background()
+	bare := func() { _ = noop(ctx) }
+	floor := func() {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		_ = noop(c)
+		cancel()
+	}
+	rt, _ := retry.New(retry.WithConfig(retryConf(func(c *retry.Config) { c.MaxAttempts = 3 })))
+	bh, _ := bulkhead.New(bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 100 })))
+	cb := newMeshless(b)
+	to, _ := timeout.New(time.Second)
+	for _, v := range []struct {
+		name string
+		ps   []resilience.Policy
+		base func()
+	}{
+		{"empty", nil, bare},
+		{"retry", []resilience.Policy{rt}, bare},
+		{"breaker", []resilience.Policy{cb}, bare},
+		{"bulkhead", []resilience.Policy{bh}, bare},
+		{"timeout", []resilience.Policy{to}, floor},
+		{"breaker+timeout", []resilience.Policy{cb, to}, floor},
+		{"all", []resilience.Policy{rt, cb, bh, to}, floor},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			chain := resilience.NewChain(v.ps...)
+			benchHotPaired(b, v.base, func() { _ = chain.Execute(ctx, noop) })
+		})
+	}
+}
+
 // BenchmarkGRPCInterceptorOnlyPaired is B5' in pairs (see
 // BenchmarkChainPaired): the floor, one context.WithTimeout and its cancel
 // (a), against the interceptor alone on defaults around a no-op invoker (b);
