@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
-
-	"github.com/meshless/meshless/grpcmw"
 )
 
 // BenchmarkGRPCInterceptorDeadLetterOff is the interceptor alone on a no-op
@@ -31,15 +29,7 @@ func BenchmarkGRPCInterceptorDeadLetterOff(b *testing.B) {
 				file = filepath.Join(b.TempDir(), "dl.db")
 				yaml = fmt.Sprintf(yaml, file)
 			}
-			cfg, err := grpcmw.ParseConfig([]byte(yaml))
-			if err != nil {
-				b.Fatal(err)
-			}
-			chain, err := grpcmw.New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(chain.Close)
+			chain := chainOf(b, yaml)
 			if file != "" { // the queue is open: the section took effect
 				if _, err := os.Stat(file); err != nil {
 					b.Fatalf("the other service's dead-letter file: %v", err)

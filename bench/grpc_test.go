@@ -43,6 +43,20 @@ func newChain(b *testing.B) *grpcmw.Chain {
 	return chain
 }
 
+// chainOf returns the chain of a YAML configuration, closed when b ends.
+func chainOf(b *testing.B, yaml string) *grpcmw.Chain {
+	cfg, err := grpcmw.ParseConfig([]byte(yaml))
+	if err != nil {
+		b.Fatal(err)
+	}
+	chain, err := grpcmw.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(chain.Close)
+	return chain
+}
+
 func benchClient(b *testing.B, conn *grpc.ClientConn) {
 	client := testgrpc.NewTestServiceClient(conn)
 	req := &testgrpc.SimpleRequest{}

@@ -158,21 +158,14 @@ func BenchmarkHedgingOverhead(b *testing.B) {
 	lis := bufconn.Listen(1 << 20)
 	startServer(b, lis)
 	dial := func(b *testing.B, yamlConfig string) *grpc.ClientConn {
-		cfg, err := grpcmw.ParseConfig([]byte(yamlConfig))
-		if err != nil {
-			b.Fatal(err)
-		}
-		chain, err := grpcmw.New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
+		chain := chainOf(b, yamlConfig) // closed after conn
 		conn, err := grpc.NewClient("passthrough:///bufnet", append(chain.DialOptions(),
 			grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return lis.Dial() }),
 			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { _ = conn.Close(); chain.Close() })
+		b.Cleanup(func() { _ = conn.Close() })
 		return conn
 	}
 	b.Run("retry", func(b *testing.B) { benchClient(b, dial(b, "")) })
@@ -192,16 +185,7 @@ func BenchmarkHedgingInterceptorOnly(b *testing.B) {
 		{"hedging", "defaults: { hedging: { maxAttempts: 3, hedgingDelay: 1s } }"},
 	} {
 		b.Run(v.name, func(b *testing.B) {
-			cfg, err := grpcmw.ParseConfig([]byte(v.yaml))
-			if err != nil {
-				b.Fatal(err)
-			}
-			chain, err := grpcmw.New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer chain.Close()
-			icpt := chain.UnaryClientInterceptor()
+			icpt := chainOf(b, v.yaml).UnaryClientInterceptor()
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := icpt(ctx, "/grpc.testing.TestService/UnaryCall", req, reply, nil, noop); err != nil {

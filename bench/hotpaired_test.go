@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meshless/meshless/bulkhead"
-	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 	"github.com/meshless/meshless/timeout"
@@ -113,16 +112,7 @@ func BenchmarkGRPCInterceptorOnlyPaired(b *testing.B) {
 		cancel()
 	}
 	noTimeouts := func(b *testing.B) grpc.UnaryClientInterceptor {
-		cfg, err := grpcmw.ParseConfig([]byte("defaults: { timeout: { enabled: false } }"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		chain, err := grpcmw.New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(chain.Close)
-		return chain.UnaryClientInterceptor()
+		return chainOf(b, "defaults: { timeout: { enabled: false } }").UnaryClientInterceptor()
 	}
 	b.Run("defaults", func(b *testing.B) {
 		icpt := newChain(b).UnaryClientInterceptor()
@@ -167,16 +157,7 @@ func BenchmarkGRPCInterceptorPartsPaired(b *testing.B) {
 		{"all", ""},
 	} {
 		b.Run(v.name, func(b *testing.B) {
-			cfg, err := grpcmw.ParseConfig([]byte("defaults: { " + v.off + "timeout: { enabled: false } }"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			chain, err := grpcmw.New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(chain.Close)
-			icpt := chain.UnaryClientInterceptor()
+			icpt := chainOf(b, "defaults: { "+v.off+"timeout: { enabled: false } }").UnaryClientInterceptor()
 			benchHotPaired(b, func() { _ = noop(ctx, method, nil, nil, nil) }, func() { _ = icpt(ctx, method, nil, nil, nil, noop) })
 		})
 	}

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
-
-	"github.com/meshless/meshless/grpcmw"
 )
 
 // BenchmarkGRPCInterceptorObserve is the interceptor alone on a no-op
@@ -21,16 +19,7 @@ func BenchmarkGRPCInterceptorObserve(b *testing.B) {
 		{"observe", "defaults: { mode: observe }"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg, err := grpcmw.ParseConfig([]byte(tc.yaml))
-			if err != nil {
-				b.Fatal(err)
-			}
-			chain, err := grpcmw.New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(chain.Close)
-			icpt := chain.UnaryClientInterceptor()
+			icpt := chainOf(b, tc.yaml).UnaryClientInterceptor()
 			b.ReportAllocs()
 			for b.Loop() {
 				_ = icpt(ctx, "/grpc.testing.TestService/UnaryCall", nil, nil, nil, noop)
