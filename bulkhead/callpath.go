@@ -32,27 +32,18 @@ import (
 // A panic in fn gives the permit back (dropped: a panic is no latency
 // sample) and goes on up. On a fixed bulkhead Execute allocates nothing.
 func (b *Bulkhead) Execute(ctx context.Context, fn func(context.Context) error) error {
-	return b.execute(ctx, fn, resilience.Next{})
+	return b.execute(ctx, fn, nil)
 }
 
 // execute is Execute, of fn, or of next when fn is nil: a call admitted at
 // once passes on the time next was entered ([resilience.Next.RunAt]).
-func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, next resilience.Next) error {
-	var p permit
-	// A fixed bulkhead without an observer takes its permit and gives it
-	// back in one call each; tryAcquireAt looks at every shard, so its
-	// refusal is the bulkhead's.
-	fast := b.slots != nil && b.rec == nil
-	if fast {
-		if s := b.slots; !s.tryAcquireAt(s.home()) {
-			return b.reject(ctx, b.full.Load(), 0)
-		}
-		p = permit{b: b, ctx: ctx}
-	} else {
-		var err error
-		if p, err = b.acquire(ctx); err != nil {
-			return err
-		}
+func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, next *resilience.Next) error {
+	if s := b.slots; s != nil && b.rec == nil {
+		return b.executeFixed(ctx, s, fn, next)
+	}
+	p, err := b.acquire(ctx)
+	if err != nil {
+		return err
 	}
 	done := false
 	defer func() {
@@ -60,7 +51,6 @@ func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, 
 			p.Drop()
 		}
 	}()
-	var err error
 	if fn != nil {
 		err = fn(ctx)
 	} else {
@@ -71,14 +61,31 @@ func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, 
 		err = next.RunAt(ctx, entered)
 	}
 	done = true
-	if fast {
-		if s := b.slots; !s.releaseAt(s.home()) {
-			panic(errEndedTwice)
-		}
-		return err
-	}
 	p.Done(err)
 	return err
+}
+
+// executeFixed is execute on a fixed bulkhead without an observer, which
+// takes its permit and gives it back in one call each, without a permit
+// value: from and to the calling processor's shard (tryAcquireAt looks at
+// every shard, so its refusal is the bulkhead's), given back to the shard
+// it came from on every path, a panic's included. A call admitted here
+// never waited: it passes on the time next was entered.
+func (b *Bulkhead) executeFixed(ctx context.Context, s *slots, fn func(context.Context) error, next *resilience.Next) error {
+	i := s.home()
+	if !s.tryAcquireAt(i) {
+		return b.reject(ctx, b.full.Load(), 0)
+	}
+	defer func() {
+		if !s.releaseAt(i) {
+			panic(errEndedTwice)
+		}
+	}()
+	if fn != nil {
+		return fn(ctx)
+	}
+	entered, _ := next.Entered()
+	return next.RunAt(ctx, entered)
 }
 
 // Apply is [Bulkhead.Execute] in the shape of [resilience.Policy], the method
@@ -88,7 +95,10 @@ func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, 
 // A call admitted at once passes on the time the policy outside passed
 // ([resilience.Next.Entered]); a call that waited for its permit does not.
 func (b *Bulkhead) Apply(ctx context.Context, next resilience.Next) error {
-	return b.execute(ctx, nil, next)
+	if s := b.slots; s != nil && b.rec == nil {
+		return b.executeFixed(ctx, s, nil, &next)
+	}
+	return b.execute(ctx, nil, &next)
 }
 
 // Enter is the first step of the [resilience.Gate] contract, for meshless's

@@ -28,8 +28,8 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 	default:
 		return b.executeSlow(ctx, fn)
 	}
-	clk := b.config().clock
-	return b.closed(ctx, p, clk, clk.Now(), fn, resilience.Next{})
+	c := b.config()
+	return b.closed(ctx, c.clock.Now(), p, c, nil, fn)
 }
 
 // Apply is [Breaker.Execute] in the shape of [resilience.Policy], the method
@@ -52,23 +52,24 @@ func (b *Breaker) Apply(ctx context.Context, next resilience.Next) error {
 	}
 	c := b.config()
 	if !c.system {
-		return b.closed(ctx, p, c.clock, c.clock.Now(), next.Run, resilience.Next{})
+		return b.closed(ctx, c.clock.Now(), p, c, nil, next.Run)
 	}
 	start, ok := next.Entered()
 	if !ok {
 		start = time.Now()
 	}
-	return b.closed(ctx, p, c.clock, start, nil, next)
+	return b.closed(ctx, start, p, c, &next, nil)
 }
 
-// closed runs fn on the closed path, without building a permit: a call
-// that began at start, a reading of clk. When fn is nil it runs next,
-// passing start on ([resilience.Next.RunAt]).
-func (b *Breaker) closed(ctx context.Context, p *period, clk resilience.Clock, start time.Time, fn func(context.Context) error, next resilience.Next) error {
+// closed runs fn on the closed path of period p, without building a
+// permit: a call that began at start, a reading of c's clock. When fn is
+// nil it runs next, passing start on ([resilience.Next.RunAt]). (The
+// parameters are in the order that passes start in registers.)
+func (b *Breaker) closed(ctx context.Context, start time.Time, p *period, c *config, next *resilience.Next, fn func(context.Context) error) error {
 	done := false
 	defer func() {
 		if !done {
-			now := clk.Now()
+			now := c.clock.Now()
 			b.finish(ctx, p, nil, resilience.Failure, now.Sub(start), now)
 		}
 	}()
@@ -79,22 +80,24 @@ func (b *Breaker) closed(ctx context.Context, p *period, clk resilience.Clock, s
 		err = next.RunAt(ctx, start)
 	}
 	done = true
-	now, took := b.endOf(clk, start)
-	b.finish(ctx, p, nil, b.outcome(err), took, now)
-	return err
-}
-
-// endOf reads clk at the end of a call that began at start, a reading of
-// clk, and returns it with the time elapsed: with the system clock, it
-// reads the monotonic clock only (time.Since, half the cost of time.Now)
-// and returns start plus the time elapsed.
-func (b *Breaker) endOf(clk resilience.Clock, start time.Time) (time.Time, time.Duration) {
-	if b.config().system {
-		took := time.Since(start)
-		return start.Add(took), took
+	o := resilience.Success
+	if err != nil {
+		o = b.outcome(err)
 	}
-	now := clk.Now()
-	return now, now.Sub(start)
+	if c.system {
+		took := time.Since(start) // the monotonic clock only: half the cost of time.Now
+		if b.rec == nil && o == resilience.Success && took <= c.SlowCallDurationThreshold && p.win.clean() {
+			return err // nothing to record (see finish), and no end time to compute
+		}
+		if b.rec == nil && o == resilience.Ignored {
+			return err
+		}
+		b.finish(ctx, p, nil, o, took, start.Add(took))
+		return err
+	}
+	now := c.clock.Now()
+	b.finish(ctx, p, nil, o, now.Sub(start), now)
+	return err
 }
 
 // Enter is the first step of the [resilience.Gate] contract, for meshless's

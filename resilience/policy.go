@@ -40,7 +40,7 @@ type Next struct {
 
 // Run runs the rest of the chain with ctx. A policy may call Run more than
 // once (a retry) or not at all (a rejection).
-func (n Next) Run(ctx context.Context) error {
+func (n *Next) Run(ctx context.Context) error {
 	return n.RunAt(ctx, time.Time{})
 }
 
@@ -52,7 +52,7 @@ func (n Next) Run(ctx context.Context) error {
 // once where each policy read it before. Pass only a reading of the real
 // clock taken with nothing between it and RunAt that may wait (a bulkhead
 // that queued a call calls Run); the zero time passes none.
-func (n Next) RunAt(ctx context.Context, now time.Time) error {
+func (n *Next) RunAt(ctx context.Context, now time.Time) error {
 	if n.ps == nil || n.i >= len(*n.ps) {
 		if n.fn == nil {
 			return nil
@@ -68,7 +68,7 @@ func (n Next) RunAt(ctx context.Context, now time.Time) error {
 // needs the time a call starts (a breaker, a timeout) takes it instead of
 // reading the clock, when its own clock is the system clock; a policy that
 // does not wait passes it on with RunAt, and one that waited does not.
-func (n Next) Entered() (time.Time, bool) { return n.entered, !n.entered.IsZero() }
+func (n *Next) Entered() (time.Time, bool) { return n.entered, !n.entered.IsZero() }
 
 // Chain composes policies in the order given: the first is the outermost.
 // The zero Chain runs the call alone. A Chain is immutable and safe for
@@ -106,7 +106,8 @@ func (c Chain) Len() int {
 // Execute runs fn under every policy of the chain. It allocates nothing of its
 // own; the policies allocate only what they need (a timeout its context).
 func (c Chain) Execute(ctx context.Context, fn Func) error {
-	return Next{ps: c.ps, fn: fn}.Run(ctx)
+	n := Next{ps: c.ps, fn: fn}
+	return n.Run(ctx)
 }
 
 // Apply runs next under the chain's policies, so a chain is itself a [Policy]
@@ -116,5 +117,6 @@ func (c Chain) Apply(ctx context.Context, next Next) error {
 		return next.RunAt(ctx, next.entered)
 	}
 	// The chain's first policy is entered when the chain is.
-	return Next{ps: c.ps, fn: next.Run}.RunAt(ctx, next.entered)
+	n := Next{ps: c.ps, fn: next.Run}
+	return n.RunAt(ctx, next.entered)
 }

@@ -68,7 +68,10 @@ func (h *Hedge) Config() HedgeConfig { return h.cfg.HedgeConfig }
 
 // Apply runs the rest of the chain once per copy, as a [resilience.Policy].
 func (h *Hedge) Apply(ctx context.Context, next resilience.Next) error {
-	_, err := h.Run(ctx, func(ctx context.Context, _ int) error { return next.Run(ctx) })
+	_, err := h.Run(ctx, func(ctx context.Context, _ int) error {
+		n := next // a copy per copy: next itself stays on Apply's stack
+		return n.Run(ctx)
+	})
 	return err
 }
 

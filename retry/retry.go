@@ -55,17 +55,17 @@ func (r *Retry) MaxAttempts() int { return r.cfg.MaxAttempts }
 // goes on to it, and not to the attempts after a backoff.
 func (r *Retry) Apply(ctx context.Context, next resilience.Next) error {
 	entered, _ := next.Entered()
+	err := next.RunAt(ctx, entered)
+	if err == nil && r.rec == nil && r.cfg.throttle == nil {
+		return nil // Next's success, without a call: nothing to count or report
+	}
 	a := r.Begin(ctx)
 	for {
-		err := next.RunAt(ctx, entered)
-		if err == nil && r.rec == nil && r.cfg.throttle == nil {
-			return nil // Next's success, without a call: nothing to count or report
-		}
 		wait, again := a.Next(err)
 		if !again || !a.Wait(wait) {
 			return err
 		}
-		entered = time.Time{}
+		err = next.RunAt(ctx, time.Time{})
 	}
 }
 

@@ -133,33 +133,39 @@ func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) e
 		t.report(ctx, d, d >= t.d)
 		return err
 	}
-	return t.executeFrom(ctx, time.Now(), fn, resilience.Next{})
+	return t.executeFrom(ctx, time.Now(), fn, nil)
 }
 
 // executeFrom is Execute from start, of fn, or of next when fn is nil,
 // passing start on ([resilience.Next.RunAt]).
-func (t *Timeout) executeFrom(ctx context.Context, start time.Time, fn func(context.Context) error, next resilience.Next) error {
-	run := func(ctx context.Context) error {
-		if fn != nil {
-			return fn(ctx)
-		}
-		return next.RunAt(ctx, start)
-	}
+func (t *Timeout) executeFrom(ctx context.Context, start time.Time, fn func(context.Context) error, next *resilience.Next) error {
 	deadline := start.Add(t.d)
 	if dl, ok := ctx.Deadline(); ok && !deadline.Before(dl) {
-		err := run(ctx) // the caller's deadline comes first: it governs
-		t.reportSince(ctx, start, false)
+		err := t.run(ctx, start, fn, next) // the caller's deadline comes first: it governs
+		if t.rec != nil {
+			t.reportSince(ctx, start, false)
+		}
 		return err
 	}
 	tctx, cancel := context.WithDeadline(ctx, deadline)
-	err := run(tctx)
-	ours := timedOut(ctx, tctx, deadline, err)
+	err := t.run(tctx, start, fn, next)
+	ours := err != nil && timedOut(ctx, tctx, deadline, err)
 	cancel()
-	t.reportSince(ctx, start, ours)
+	if t.rec != nil {
+		t.reportSince(ctx, start, ours)
+	}
 	if ours {
 		return &Error{Scope: t.scope, Timeout: t.d, Err: err}
 	}
 	return err
+}
+
+// run runs fn, or next (passing start on) when fn is nil.
+func (t *Timeout) run(ctx context.Context, start time.Time, fn func(context.Context) error, next *resilience.Next) error {
+	if fn != nil {
+		return fn(ctx)
+	}
+	return next.RunAt(ctx, start)
 }
 
 // timedOut reports whether the deadline of tctx, derived from ctx, ended a
@@ -230,7 +236,7 @@ func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
 	if !ok {
 		start = time.Now()
 	}
-	return t.executeFrom(ctx, start, nil, next)
+	return t.executeFrom(ctx, start, nil, &next)
 }
 
 // reportSince reports a call that began at start. Without an observer it
