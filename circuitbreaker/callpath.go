@@ -86,11 +86,8 @@ func (b *Breaker) closed(ctx context.Context, start time.Time, p *period, c *con
 	}
 	if c.system {
 		took := time.Since(start) // the monotonic clock only: half the cost of time.Now
-		if b.rec == nil && o == resilience.Success && took <= c.SlowCallDurationThreshold && p.win.clean() {
-			return err // nothing to record (see finish), and no end time to compute
-		}
-		if b.rec == nil && o == resilience.Ignored {
-			return err
+		if b.quiet(p, c, o, took) {
+			return err // no end time to compute
 		}
 		b.finish(ctx, p, nil, o, took, start.Add(took))
 		return err
@@ -131,7 +128,9 @@ func (b *Breaker) Enter(ctx context.Context) (context.Context, resilience.Permit
 func (b *Breaker) Exit(ctx context.Context, pm resilience.Permit, r resilience.Result) error {
 	switch v := pm.Ref.(type) {
 	case *period:
-		b.finish(ctx, v, nil, r.Outcome, r.Duration, r.End)
+		if !b.quiet(v, b.config(), r.Outcome, r.Duration) {
+			b.finish(ctx, v, nil, r.Outcome, r.Duration, r.End)
+		}
 	case *probe:
 		if v.settled.CompareAndSwap(false, true) { // else settled by its context's end
 			v.stop()
@@ -149,6 +148,14 @@ func (b *Breaker) outcome(err error) resilience.Outcome {
 		return resilience.Ignored
 	}
 	return b.config().classify(err)
+}
+
+// quiet reports whether finish, for a call of period p on the closed path
+// that ended with o after d, would do nothing: the breaker has no observer
+// and the call would not change p's window.
+func (b *Breaker) quiet(p *period, c *config, o resilience.Outcome, d time.Duration) bool {
+	return b.rec == nil && (o == resilience.Ignored ||
+		o == resilience.Success && d <= c.SlowCallDurationThreshold && p.win.clean())
 }
 
 func (b *Breaker) finish(ctx context.Context, p *period, pr *probe, o resilience.Outcome, d time.Duration, now time.Time) {

@@ -123,6 +123,13 @@ func (r *Retry) BeginWithDeadline(ctx context.Context, deadline time.Time) Attem
 	return Attempts{r: r, ctx: ctx, deadline: deadline}
 }
 
+// BeginInto is [Retry.BeginWithDeadline] into a, a zero Attempts (a zero
+// deadline is none, as for [Retry.Begin]): a caller that keeps its
+// Attempts in place saves building one and copying it.
+func (r *Retry) BeginInto(a *Attempts, ctx context.Context, deadline time.Time) {
+	a.r, a.ctx, a.deadline = r, ctx, deadline
+}
+
 // Attempt returns the number of attempts reported so far.
 func (a *Attempts) Attempt() int { return a.n }
 

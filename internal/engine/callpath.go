@@ -94,11 +94,8 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 	var dls deadline.Call
 	dls.Begin(&m.unaryDeadlines, ctx, start)
 	var att retry.Attempts
-	if dl, bounded := dls.Deadline(); bounded {
-		att = m.attempts.BeginWithDeadline(ctx, dl)
-	} else {
-		att = m.attempts.Begin(ctx)
-	}
+	dl, _ := dls.Deadline() // zero: none
+	m.attempts.BeginInto(&att, ctx, dl)
 	g := m.unary.Gates() // neither observing nor waiting
 	var in [pipeline.MaxGates]context.Context
 	var held [pipeline.MaxGates]resilience.Permit
@@ -155,11 +152,24 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 		} else {
 			end, took = m.e.since(start)
 		}
+		// r, the gates' result, is written field by field, well before
+		// its first copy, and a field only when it is not r's zero value:
+		// each Exit gets a copy of r, and the copy of a field just stored
+		// waits for the store (docs/benchmarks/b5-pairs.md, the registers
+		// run). r is also what the deferred exits pass on.
+		r.Duration, r.End = took, end
 		err = d.EndIn(err, end, took) // d's start is start: it took took too
 		if k > 0 {
-			r = resilience.Result{Err: err, Outcome: g.Classify(err), Duration: took, End: end}
+			if o := g.Classify(err); o != resilience.Success {
+				r.Outcome = o
+			}
+			if err != nil {
+				r.Err = err
+			}
 			for stage, k = exiting, k-1; k >= 0; k-- {
-				r.Err = g.Exits[k].Exit(in[k], held[k], r)
+				if e := g.Exits[k].Exit(in[k], held[k], r); e != nil || r.Err != nil {
+					r.Err = e
+				}
 			}
 			err = r.Err
 		}

@@ -351,8 +351,12 @@ func (g *Gates) ExitFrom(in *[MaxGates]context.Context, permits *[MaxGates]resil
 		}
 	}()
 	for ; i >= 0; i-- {
+		// r is written only when the error changes: each Exit gets a copy
+		// of r, and the copy of a field just written waits for the store.
 		if skip&(1<<i) == 0 {
-			r.Err = g.Exits[i].Exit(in[i], permits[i], r)
+			if e := g.Exits[i].Exit(in[i], permits[i], r); e != nil || r.Err != nil {
+				r.Err = e
+			}
 		}
 	}
 	return r.Err
