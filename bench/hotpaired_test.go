@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,6 +91,65 @@ func BenchmarkChainPartsPaired(b *testing.B) {
 			chain := resilience.NewChain(v.ps...)
 			benchHotPaired(b, v.base, func() { _ = chain.Execute(ctx, noop) })
 		})
+	}
+}
+
+// BenchmarkChainIdealPaired is what B4's work costs with nothing around
+// it: a breaker's state load and its two clock reads (the start, from which
+// the deadline is derived, and the end), a bulkhead permit taken and given
+// back by compare-and-swap, one context.WithDeadline and the classification
+// of the result, written inline in one function (b), in pairs with the
+// floor (a). "ideal-no-end-read" leaves out the end's read; "same" runs the
+// floor on both sides (docs/benchmarks/b4-parts.md, the registers run).
+func BenchmarkChainIdealPaired(b *testing.B) {
+	ctx := context.Background()
+	floor := func() {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		_ = noop(c)
+		cancel()
+	}
+	type period struct{ state int }
+	var cur atomic.Pointer[period]
+	cur.Store(&period{})
+	var permits struct {
+		w atomic.Uint64 // version<<32 | free, as bulkhead's shards
+		_ [120]byte
+	}
+	permits.w.Store(100)
+	failures := 0
+	ideal := func(end bool) func() {
+		return func() {
+			if p := cur.Load(); p.state != 0 {
+				b.Fatal("open")
+			}
+			start := time.Now()
+			for w := permits.w.Load(); ; w = permits.w.Load() {
+				if w&(1<<32-1) == 0 {
+					b.Fatal("full")
+				}
+				if permits.w.CompareAndSwap(w, w+(1<<32-1)) {
+					break
+				}
+			}
+			c, cancel := context.WithDeadline(ctx, start.Add(time.Second))
+			err := noop(c)
+			cancel()
+			for w := permits.w.Load(); !permits.w.CompareAndSwap(w, w+(1<<32+1)); w = permits.w.Load() {
+			}
+			var took time.Duration
+			if end {
+				took = time.Since(start)
+			}
+			if err != nil || took > time.Minute {
+				failures++
+			}
+		}
+	}
+	b.Run("ideal", func(b *testing.B) { benchHotPaired(b, floor, ideal(true)) })
+	b.Run("ideal-no-end-read", func(b *testing.B) { benchHotPaired(b, floor, ideal(false)) })
+	b.Run("same", func(b *testing.B) { benchHotPaired(b, floor, floor) })
+	if failures != 0 {
+		b.Fatalf("%d calls failed or were slow", failures)
 	}
 }
 
