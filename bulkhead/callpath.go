@@ -109,14 +109,10 @@ func (b *Bulkhead) Apply(ctx context.Context, next resilience.Next) error {
 // [Bulkhead.Execute].
 func (b *Bulkhead) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
 	if s := b.slots; s != nil && b.rec == nil { // a fixed bulkhead's permit, in one call
-		i := s.home()
-		if !s.tryAcquireAt(i) { // it looks at every shard
+		if !s.tryAcquireAt(s.home()) { // it looks at every shard
 			return ctx, resilience.Permit{}, b.reject(ctx, b.full.Load(), 0)
 		}
-		// The permit goes back to this shard: Exit need not look up the
-		// processor again (a one-byte value in an interface is not
-		// allocated).
-		return ctx, resilience.Permit{Aux: shardIndex(i)}, nil
+		return ctx, resilience.Permit{}, nil
 	}
 	p, err := b.acquire(ctx)
 	if err != nil {
@@ -203,11 +199,7 @@ func (b *Bulkhead) Exit(ctx context.Context, pm resilience.Permit, r resilience.
 		return r.Err // the zero permit's bulkhead
 	}
 	if s := b.slots; s != nil && b.rec == nil {
-		i, ok := pm.Aux.(shardIndex)
-		if !ok {
-			i = shardIndex(s.home())
-		}
-		if !s.releaseAt(int(i)) { // a fixed bulkhead's permit, in one call
+		if !s.releaseAt(s.home()) { // a fixed bulkhead's permit, in one call
 			panic(errEndedTwice)
 		}
 		return r.Err

@@ -56,10 +56,6 @@ type shard struct {
 	_     [112]byte
 }
 
-// shardIndex is the index of the shard a fixed bulkhead's permit came from,
-// as its [resilience.Permit] carries it (below maxShards: one byte).
-type shardIndex uint8
-
 const (
 	freeMask     = 1<<32 - 1
 	acquireDelta = 1<<32 - 1 // version+1, free-1 (free > 0: no borrow)
