@@ -31,9 +31,14 @@ func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 			unaryCalls.Put(u)
 			return err
 		}
-		u := hedgedUnary{unaryCall: unaryCall{fullMethod: fullMethod, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts,
-			pushback: m.ReadsPushback()}}
-		return u.runHedged(ctx, m)
+		u := hedgedUnaries.Get().(*hedgedUnary) // as unaryCalls, above
+		u.fullMethod, u.req, u.reply, u.cc, u.invoker, u.opts = fullMethod, req, reply, cc, invoker, opts
+		u.pushback = m.ReadsPushback()
+		err := u.runHedged(ctx, m)
+		u.reset()
+		u.hedge = hedgeState{}
+		hedgedUnaries.Put(u)
+		return err
 	}
 }
 
@@ -42,6 +47,10 @@ func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 
 // unaryCalls are the unhedged unary calls' unaryCall values, reused.
 var unaryCalls = sync.Pool{New: func() any { return new(unaryCall) }}
+
+// hedgedUnaries are the hedged unary calls' hedgedUnary values, reused:
+// runHedged returns once every copy has returned.
+var hedgedUnaries = sync.Pool{New: func() any { return new(hedgedUnary) }}
 
 // lookup returns the policy set of fullMethod ("/pkg.Svc/Method"). After a
 // method's first call it takes no lock and allocates nothing. A method the

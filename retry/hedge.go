@@ -31,12 +31,16 @@ import (
 // and the ones that apply per call (an overall timeout) outside.
 //
 // A Hedge is safe for concurrent use. Its first copy runs on the caller's
-// goroutine; a call allocates its state and a timer, and what concurrent
-// copies need (a channel, a context, a goroutine per copy) only when a
-// copy after the first is sent.
+// goroutine under a timer; a call that sends no hedge allocates that timer
+// alone (its state is reused), and what concurrent copies need (a channel,
+// a context, a goroutine per copy) is made only when a copy after the
+// first is sent.
 type Hedge struct {
 	cfg hedgeConfig
 	rec resilience.Recorder
+	// runs are the states of calls that sent no hedge, reused: such a
+	// call's state is given back once nothing can touch it (release).
+	runs sync.Pool
 }
 
 var _ resilience.Policy = (*Hedge)(nil)
@@ -95,16 +99,47 @@ func (h *Hedge) Execute(ctx context.Context, fn func(context.Context) error) err
 // one is sent. A call whose first copy answers within hedgingDelay costs
 // a cancellable context and a timer more than the copy itself.
 func (h *Hedge) Run(ctx context.Context, fn func(ctx context.Context, copy int) error) (winner int, err error) {
-	r := &hedgeRun{h: h, fn: fn, caller: ctx}
+	r := h.newRun(ctx)
+	r.fn = fn
 	r.ctx, r.cancel = context.WithCancel(ctx)
-	return r.done(r.run())
+	winner, err = r.done(r.run())
+	h.release(r)
+	return winner, err
 }
 
 // runCopies is Run with copies that cancel their first copy themselves:
 // the copies' context is made only when a copy after the first is sent.
 func (h *Hedge) runCopies(ctx context.Context, c hedgehooks.Copies) (int, error) {
-	r := &hedgeRun{h: h, copies: c, caller: ctx}
-	return r.done(r.run())
+	r := h.newRun(ctx)
+	r.copies = c
+	winner, err := r.done(r.run())
+	h.release(r)
+	return winner, err
+}
+
+// newRun returns the state of a call under ctx: a released one, or a new
+// one with the function its first timer runs (made once per state).
+func (h *Hedge) newRun(ctx context.Context) *hedgeRun {
+	r, _ := h.runs.Get().(*hedgeRun)
+	if r == nil {
+		r = &hedgeRun{h: h}
+		r.fireFn = r.fire
+	}
+	r.caller = ctx
+	return r
+}
+
+// release gives r back for another call when nothing can touch it any
+// more: its call sent no copy after the first (no goroutine, no loop
+// state) and stopped its first timer before it fired. A timer that fired
+// runs fire, which reads r, maybe after the call has returned; such a
+// state, and a hedged call's, is left to the collector.
+func (h *Hedge) release(r *hedgeRun) {
+	if !r.reusable {
+		return
+	}
+	*r = hedgeRun{h: h, fireFn: r.fireFn}
+	h.runs.Put(r)
 }
 
 func init() {
@@ -156,6 +191,10 @@ type hedgeRun struct {
 	firstDone bool       // the first copy ended before a hedge was sent
 	hedged    bool       // the first timer sent a hedge: its goroutine coordinates
 	first     resilience.Timer
+	fireFn    func() // fire, the first timer's function, made with the state
+	// reusable: the call sent no copy after the first and its first timer
+	// was stopped before it fired (Hedge.release).
+	reusable bool
 }
 
 // hedgeLoop is the state of a run that sends more than its first copy,
@@ -205,7 +244,7 @@ func (r *hedgeRun) run() (int, error) {
 	if r.h.rec != nil {
 		r.lastAt = c.clock.Now()
 	}
-	r.first = c.clock.AfterFunc(c.HedgingDelay, r.fire)
+	r.first = c.clock.AfterFunc(c.HedgingDelay, r.fireFn)
 	res, hedged := r.runFirst()
 	if hedged {
 		l := r.l         // made by fire before it set hedged
@@ -219,8 +258,10 @@ func (r *hedgeRun) run() (int, error) {
 	}
 	r.pending--
 	if w, err, over := r.answer(res); over {
+		r.reusable = r.reusable && r.l == nil
 		return w, err
 	}
+	r.reusable = false
 	return r.loop()
 }
 
@@ -235,7 +276,7 @@ func (r *hedgeRun) runFirst() (res hedgeResult, hedged bool) {
 		r.firstDone = !hedged
 		r.mu.Unlock()
 		if !hedged {
-			r.first.Stop()
+			r.reusable = r.first.Stop() // fire will not run
 			return
 		}
 		if res.panicked {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshless/meshless/internal/deadline"
@@ -80,10 +81,11 @@ func (c *Call) Admit(ctx context.Context, a *pipeline.Admission, n int) (context
 	return actx, d, err
 }
 
-// FinishCopy is [Call.Finish] for one of a hedged call's concurrent copies.
+// FinishCopy is [Call.Finish] for one of a hedged call's concurrent copies:
+// it records no last end in c, which the copies share.
 func (c *Call) FinishCopy(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) error {
-	end := c.m.e.now()
-	return a.DoneAt(d.End(err, c.m.e.real(end)), end)
+	_, err = c.finish(a, d, err)
+	return err
 }
 
 // Wait sleeps a backoff; false when the call's context ended first (the
@@ -107,10 +109,21 @@ func (c *Call) Done(err error) {
 // hedge sends no more.
 func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 	c := m.Begin(ctx, false)
-	h := &hedgedCall{m: m, p: c.p, deadlines: c.deadlines, start: c.start, a: a}
+	h := hedgedCalls.Get().(*hedgedCall)
+	h.m, h.p, h.deadlines, h.start, h.a = m, c.p, c.deadlines, c.start, a
 	n, err := hedgehooks.Run(m.hedge, c.ctx, h)
+	// Run returned once every copy had: nothing reads h any more (a call
+	// that panics leaves it to the collector).
+	if !h.more.Load() {
+		c.last = h.firstEnd // the call's one copy: its end is the call's, as an unhedged attempt's
+	}
+	*h = hedgedCall{}
+	hedgedCalls.Put(h)
 	return n, c.End(c.deferCall(a, err))
 }
+
+// hedgedCalls are the hedgedCall values of hedged calls, reused.
+var hedgedCalls = sync.Pool{New: func() any { return new(hedgedCall) }}
 
 // hedgedCall is a unary call's hedged copies, as the hedging policy runs
 // them (hedgehooks.Copies): a copy of what they read of the call, whose
@@ -124,6 +137,9 @@ type hedgedCall struct {
 	start     time.Time
 	a         Attempt
 
+	firstEnd time.Time   // when the first copy ended, when it ran on the caller's goroutine
+	more     atomic.Bool // a copy after the first was made
+
 	mu        sync.Mutex
 	cancelled bool                     // CancelFirst was called
 	first     deadline.AttemptDeadline // the first copy's: its Release ends it
@@ -136,6 +152,7 @@ type hedgedCall struct {
 func (h *hedgedCall) Copy(ctx context.Context, n int) error {
 	c := Call{m: h.m, p: h.p, deadlines: h.deadlines, start: h.start}
 	if n > 1 {
+		h.more.Store(true)
 		return c.hedgedCopy(ctx, h.a, n) // ctx: the policy cancels it
 	}
 	if h.m.waits {
@@ -160,7 +177,9 @@ func (h *hedgedCall) Copy(ctx context.Context, n int) error {
 	} else {
 		h.hold(&d, nil)
 	}
-	return c.FinishCopy(&adm, &d, h.a.Attempt(actx, 1))
+	end, err := c.finish(&adm, &d, h.a.Attempt(actx, 1))
+	h.firstEnd = end // read once every copy has returned (runHedged)
+	return err
 }
 
 // hold keeps what ends the first copy's context, d's or cancel, and ends

@@ -312,6 +312,12 @@ func (g *throttleGate) EnterAt(ctx context.Context, now time.Time) (context.Cont
 // deadline first (a timeout marks the errors it caused), then its gates.
 // It returns the error as they passed it on.
 func (c *Call) Finish(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) error {
+	c.last, err = c.finish(a, d, err)
+	return err
+}
+
+// finish is Finish without recording the end in c, which it returns.
+func (c *Call) finish(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) (time.Time, error) {
 	var end time.Time
 	var took time.Duration
 	if start := a.Start(); c.m.e.system { // since, without a call of its own
@@ -320,11 +326,10 @@ func (c *Call) Finish(a *pipeline.Admission, d *deadline.AttemptDeadline, err er
 	} else {
 		end, took = c.m.e.since(start)
 	}
-	c.last = end
 	if c.m.e.realTime { // d's start is a.Start(): it took took too
-		return a.DoneIn(d.EndIn(err, end, took), end, took)
+		return end, a.DoneIn(d.EndIn(err, end, took), end, took)
 	}
-	return a.DoneIn(d.End(err, c.m.e.real(end)), end, took)
+	return end, a.DoneIn(d.End(err, c.m.e.real(end)), end, took)
 }
 
 // since reads the engine's clock at the end of what began at start, a

@@ -11,7 +11,7 @@ import (
 var callPath = []any{
 	(*Engine).Cached, (*methodTable).load, hotIndex, (*Method).Run, (*Method).runPlain, (*Method).begin,
 	(*Engine).now, (*Engine).real, (*Call).retried, (*Call).retry, (*Call).attempt, (*Call).admit,
-	(*throttleGate).EnterAt, (*Call).Finish, (*Engine).since, (*classes).classifier,
+	(*throttleGate).EnterAt, (*Call).Finish, (*Call).finish, (*Engine).since, (*classes).classifier,
 	(*classes).verdicts, (*classes).outcome, (*classes).verdict, (*Call).Abort,
 	(*Call).Next, (*Call).deferCall, (*Call).End,
 }
