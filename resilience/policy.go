@@ -32,8 +32,7 @@ func (f PolicyFunc) Apply(ctx context.Context, next Next) error { return f(ctx, 
 type Next struct {
 	// The fields fit in registers beside a context, so that a policy's
 	// Apply gets its Next without a copy through memory.
-	ps      *[]Policy // the chain's policies; the rest begins at i
-	i       int
+	l       *link // the rest's first policy; nil: the call alone
 	fn      Func
 	entered time.Time // see Entered; zero when the policy outside passed none
 }
@@ -53,13 +52,14 @@ func (n *Next) Run(ctx context.Context) error {
 // clock taken with nothing between it and RunAt that may wait (a bulkhead
 // that queued a call calls Run); the zero time passes none.
 func (n *Next) RunAt(ctx context.Context, now time.Time) error {
-	if n.ps == nil || n.i >= len(*n.ps) {
+	l := n.l
+	if l == nil {
 		if n.fn == nil {
 			return nil
 		}
 		return n.fn(ctx)
 	}
-	return (*n.ps)[n.i].Apply(ctx, Next{ps: n.ps, i: n.i + 1, fn: n.fn, entered: now})
+	return l.p.Apply(ctx, Next{l: l.next, fn: n.fn, entered: now})
 }
 
 // Entered returns when the current policy — the one whose Apply received
@@ -80,43 +80,52 @@ func (n *Next) Entered() (time.Time, bool) { return n.entered, !n.entered.IsZero
 //
 // (see docs/order.md for why). Chain itself imposes no order.
 type Chain struct {
-	ps *[]Policy // nil for the zero Chain
+	head *link // nil for the zero Chain
+}
+
+// link is a chain's policy and the rest of the chain inside it: a policy's
+// Next points to its link, one load from the policy it runs (a slice and an
+// index took two, and a word more in every Next).
+type link struct {
+	p    Policy
+	next *link
 }
 
 // NewChain returns a chain of the given policies, outermost first. Nil
 // policies are skipped.
 func NewChain(policies ...Policy) Chain {
-	ps := make([]Policy, 0, len(policies))
-	for _, p := range policies {
-		if p != nil {
-			ps = append(ps, p)
+	var head *link
+	for i := len(policies) - 1; i >= 0; i-- {
+		if p := policies[i]; p != nil {
+			head = &link{p: p, next: head}
 		}
 	}
-	return Chain{ps: &ps}
+	return Chain{head: head}
 }
 
 // Len returns the number of policies in the chain.
 func (c Chain) Len() int {
-	if c.ps == nil {
-		return 0
+	n := 0
+	for l := c.head; l != nil; l = l.next {
+		n++
 	}
-	return len(*c.ps)
+	return n
 }
 
 // Execute runs fn under every policy of the chain. It allocates nothing of its
 // own; the policies allocate only what they need (a timeout its context).
 func (c Chain) Execute(ctx context.Context, fn Func) error {
-	n := Next{ps: c.ps, fn: fn}
+	n := Next{l: c.head, fn: fn}
 	return n.Run(ctx)
 }
 
 // Apply runs next under the chain's policies, so a chain is itself a [Policy]
 // and chains nest.
 func (c Chain) Apply(ctx context.Context, next Next) error {
-	if c.Len() == 0 {
+	if c.head == nil {
 		return next.RunAt(ctx, next.entered)
 	}
 	// The chain's first policy is entered when the chain is.
-	n := Next{ps: c.ps, fn: next.Run}
+	n := Next{l: c.head, fn: next.Run}
 	return n.RunAt(ctx, next.entered)
 }
