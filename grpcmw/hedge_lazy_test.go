@@ -106,17 +106,8 @@ func TestAHedgedCallThatNeedsNoHedgeAllocatesLittle(t *testing.T) {
 // call's end. It read it three times (the copy's end and the call's
 // apart, each a time.Now on the system clock).
 func TestAHedgedCallThatNeedsNoHedgeReadsTheClockTwice(t *testing.T) {
-	cfg, err := grpcmw.ParseConfig([]byte("defaults: { hedging: { maxAttempts: 3, hedgingDelay: 1s } }"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := &countingClock{Clock: resilience.SystemClock()}
-	chain, err := grpcmw.New(cfg, grpcmw.WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer chain.Close()
-	icpt := chain.UnaryClientInterceptor()
+	icpt := chainFor(t, "defaults: { hedging: { maxAttempts: 3, hedgingDelay: 1s } }", grpcmw.WithClock(clk)).UnaryClientInterceptor()
 	interceptOnce(t, icpt, t.Context()) // builds the method's policies
 	for range 3 {                       // the second and third calls reuse the first's state
 		before := clk.reads.Load()
@@ -179,13 +170,13 @@ defaults:
 }
 
 // chainFor returns a chain of yamlConfig, closed when the test ends.
-func chainFor(t *testing.T, yamlConfig string) *grpcmw.Chain {
+func chainFor(t *testing.T, yamlConfig string, opts ...grpcmw.Option) *grpcmw.Chain {
 	t.Helper()
 	cfg, err := grpcmw.ParseConfig([]byte(yamlConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain, err := grpcmw.New(cfg)
+	chain, err := grpcmw.New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
