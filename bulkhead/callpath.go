@@ -32,15 +32,25 @@ import (
 // A panic in fn gives the permit back (dropped: a panic is no latency
 // sample) and goes on up. On a fixed bulkhead Execute allocates nothing.
 func (b *Bulkhead) Execute(ctx context.Context, fn func(context.Context) error) error {
+	if s := b.slots; s != nil && b.rec == nil { // see fixed
+		i := s.home()
+		if !s.tryAcquireAt(i) {
+			return b.reject(ctx, b.full.Load(), 0)
+		}
+		defer func() {
+			if !s.releaseAt(i) {
+				panic(errEndedTwice)
+			}
+		}()
+		return fn(ctx)
+	}
 	return b.execute(ctx, fn, nil)
 }
 
-// execute is Execute, of fn, or of next when fn is nil: a call admitted at
-// once passes on the time next was entered ([resilience.Next.RunAt]).
+// execute is Execute on a bulkhead that is adaptive or observed, of fn, or
+// of next when fn is nil: a call admitted at once passes on the time next
+// was entered ([resilience.Next.RunAt]).
 func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, next *resilience.Next) error {
-	if s := b.slots; s != nil && b.rec == nil {
-		return b.executeFixed(ctx, s, fn, next)
-	}
 	p, err := b.acquire(ctx)
 	if err != nil {
 		return err
@@ -65,28 +75,15 @@ func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, 
 	return err
 }
 
-// executeFixed is execute on a fixed bulkhead without an observer, which
-// takes its permit and gives it back in one call each, without a permit
-// value: from and to the calling processor's shard (tryAcquireAt looks at
-// every shard, so its refusal is the bulkhead's), given back to the shard
-// it came from on every path, a panic's included. A call admitted here
-// never waited: it passes on the time next was entered.
-func (b *Bulkhead) executeFixed(ctx context.Context, s *slots, fn func(context.Context) error, next *resilience.Next) error {
-	i := s.home()
-	if !s.tryAcquireAt(i) {
-		return b.reject(ctx, b.full.Load(), 0)
-	}
-	defer func() {
-		if !s.releaseAt(i) {
-			panic(errEndedTwice)
-		}
-	}()
-	if fn != nil {
-		return fn(ctx)
-	}
-	entered, _ := next.Entered()
-	return next.RunAt(ctx, entered)
-}
+// fixed: on a fixed bulkhead without an observer, Execute and Apply take
+// their permit and give it back in one call each, without a permit value:
+// from and to the calling processor's shard (tryAcquireAt looks at every
+// shard, so its refusal is the bulkhead's), given back to the shard it came
+// from on every path, a panic's included. They do it inline, and call fn
+// (next) from their own frame: every frame between a caller and its call
+// costs a mispredicted return once the call has been deep in the runtime or
+// the kernel, and a helper's call costs more than its work
+// (docs/benchmarks/b4-parts.md, the depth run).
 
 // Apply is [Bulkhead.Execute] in the shape of [resilience.Policy], the method
 // through which [resilience.NewChain] composes policies; it is not a second
@@ -95,8 +92,18 @@ func (b *Bulkhead) executeFixed(ctx context.Context, s *slots, fn func(context.C
 // A call admitted at once passes on the time the policy outside passed
 // ([resilience.Next.Entered]); a call that waited for its permit does not.
 func (b *Bulkhead) Apply(ctx context.Context, next resilience.Next) error {
-	if s := b.slots; s != nil && b.rec == nil {
-		return b.executeFixed(ctx, s, nil, &next)
+	if s := b.slots; s != nil && b.rec == nil { // see fixed
+		i := s.home()
+		if !s.tryAcquireAt(i) {
+			return b.reject(ctx, b.full.Load(), 0)
+		}
+		defer func() {
+			if !s.releaseAt(i) {
+				panic(errEndedTwice)
+			}
+		}()
+		entered, _ := next.Entered()
+		return next.RunAt(ctx, entered) // it never waited: it passes on when it was entered
 	}
 	return b.execute(ctx, nil, &next)
 }

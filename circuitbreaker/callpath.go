@@ -19,6 +19,12 @@ import (
 // rejects the call, fn does not run and Execute returns the rejection
 // (errors.Is(err, [ErrOpen])). A panic in fn is recorded as a failure, as
 // Resilience4j counts an exception, and goes on up. Otherwise Execute returns fn's error unchanged.
+//
+// Execute and Apply call fn (next) from their own frame, not through a
+// helper: every frame between a caller and its call costs a mispredicted
+// return once the call has been deep in the runtime or the kernel
+// (docs/benchmarks/b4-parts.md, the depth run). What follows the call is
+// in ended.
 func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) error {
 	p := b.cur.Load()
 	switch p.state {
@@ -29,7 +35,16 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 		return b.executeSlow(ctx, fn)
 	}
 	c := b.config()
-	return b.closed(ctx, c.clock.Now(), p, c, nil, fn)
+	start := c.clock.Now()
+	done := false
+	defer func() {
+		if !done {
+			b.panicked(ctx, p, c, start)
+		}
+	}()
+	err := fn(ctx)
+	done = true
+	return b.ended(ctx, err, start, p, c)
 }
 
 // Apply is [Breaker.Execute] in the shape of [resilience.Policy], the method
@@ -52,34 +67,38 @@ func (b *Breaker) Apply(ctx context.Context, next resilience.Next) error {
 	}
 	c := b.config()
 	if !c.system {
-		return b.closed(ctx, c.clock.Now(), p, c, nil, next.Run)
+		return b.Execute(ctx, next.Run) // on another clock nothing is passed on (it loads the state again)
 	}
 	start, ok := next.Entered()
 	if !ok {
 		start = time.Now()
 	}
-	return b.closed(ctx, start, p, c, &next, nil)
-}
-
-// closed runs fn on the closed path of period p, without building a
-// permit: a call that began at start, a reading of c's clock. When fn is
-// nil it runs next, passing start on ([resilience.Next.RunAt]). (The
-// parameters are in the order that passes start in registers.)
-func (b *Breaker) closed(ctx context.Context, start time.Time, p *period, c *config, next *resilience.Next, fn func(context.Context) error) error {
 	done := false
 	defer func() {
 		if !done {
-			now := c.clock.Now()
-			b.finish(ctx, p, nil, resilience.Failure, now.Sub(start), now)
+			b.panicked(ctx, p, c, start)
 		}
 	}()
-	var err error
-	if fn != nil {
-		err = fn(ctx)
-	} else {
-		err = next.RunAt(ctx, start)
-	}
+	err := next.RunAt(ctx, start)
 	done = true
+	// ended's system-clock path, inline: measured, the call to ended costs
+	// B4 5-10 ns more than its work (b4-parts.md, the depth run).
+	o := resilience.Success
+	if err != nil {
+		o = b.outcome(err)
+	}
+	took := time.Since(start)
+	if b.quiet(p, c, o, took) {
+		return err
+	}
+	b.finish(ctx, p, nil, o, took, start.Add(took))
+	return err
+}
+
+// ended records a call on the closed path of period p that began at start,
+// a reading of c's clock, and returned err, which it returns. (The
+// parameters are in the order that passes start in registers.)
+func (b *Breaker) ended(ctx context.Context, err error, start time.Time, p *period, c *config) error {
 	o := resilience.Success
 	if err != nil {
 		o = b.outcome(err)
@@ -95,6 +114,13 @@ func (b *Breaker) closed(ctx context.Context, start time.Time, p *period, c *con
 	now := c.clock.Now()
 	b.finish(ctx, p, nil, o, now.Sub(start), now)
 	return err
+}
+
+// panicked records a call on the closed path of period p that began at
+// start and panicked: a failure.
+func (b *Breaker) panicked(ctx context.Context, p *period, c *config, start time.Time) {
+	now := c.clock.Now()
+	b.finish(ctx, p, nil, resilience.Failure, now.Sub(start), now)
 }
 
 // Enter is the first step of the [resilience.Gate] contract, for meshless's

@@ -3,7 +3,9 @@ package resilience_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -221,5 +223,72 @@ func TestChainAllocatesOnlyTheTimeoutsContext(t *testing.T) {
 	three := resilience.NewChain(rt, cb, bh)
 	if n := testing.AllocsPerRun(1000, func() { _ = three.Execute(ctx, ok) }); n != 0 {
 		t.Fatalf("retry + breaker + bulkhead allocate %v times, want 0", n)
+	}
+}
+
+// A call that a chain of meshless's policies runs sits one frame per policy
+// (its Apply) and one per hop (Next.RunAt) below Chain.Execute: no policy
+// calls it from a helper's frame. Every frame between a caller and its call
+// costs a mispredicted return once the call has been deep in the runtime or
+// the kernel, as a real call has (docs/benchmarks/b4-parts.md, the depth
+// run). The breaker, bulkhead and timeout each called it from a helper
+// before: 13 frames where 9 are now. Each policy's Execute, likewise, calls
+// fn from its own frame.
+func TestAChainCallsItsCallOneFramePerPolicyAndHopBelowExecute(t *testing.T) {
+	rt, _ := retry.New()
+	cb, _ := circuitbreaker.New()
+	bh, _ := bulkhead.New()
+	to, _ := timeout.New(time.Minute)
+	chain := resilience.NewChain(rt, cb, bh, to)
+	var frames []string
+	err := chain.Execute(context.Background(), func(context.Context) error {
+		pcs := make([]uintptr, 64)
+		fs := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)]) // from fn's caller
+		for {
+			f, more := fs.Next()
+			frames = append(frames, f.Function)
+			if !more || strings.HasSuffix(f.Function, "resilience.Chain.Execute") {
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		hop  = "github.com/meshless/meshless/resilience.(*Next).RunAt"
+		exec = "github.com/meshless/meshless/resilience.Chain.Execute"
+	)
+	want := []string{
+		hop, "github.com/meshless/meshless/timeout.(*Timeout).Apply",
+		hop, "github.com/meshless/meshless/bulkhead.(*Bulkhead).Apply",
+		hop, "github.com/meshless/meshless/circuitbreaker.(*Breaker).Apply",
+		hop, "github.com/meshless/meshless/retry.(*Retry).Apply",
+		exec,
+	}
+	if !slices.Equal(frames, want) {
+		t.Errorf("the frames from the call up to Chain.Execute are\n\t%s\nwant\n\t%s",
+			strings.Join(frames, "\n\t"), strings.Join(want, "\n\t"))
+	}
+
+	// Each policy's Execute calls fn from its own frame too.
+	for _, v := range []struct {
+		name    string
+		execute func(context.Context, func(context.Context) error) error
+	}{
+		{"github.com/meshless/meshless/circuitbreaker.(*Breaker).Execute", cb.Execute},
+		{"github.com/meshless/meshless/bulkhead.(*Bulkhead).Execute", bh.Execute},
+		{"github.com/meshless/meshless/timeout.(*Timeout).Execute", to.Execute},
+	} {
+		var caller string
+		_ = v.execute(context.Background(), func(context.Context) error {
+			pcs := make([]uintptr, 1)
+			f, _ := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)]).Next()
+			caller = f.Function
+			return nil
+		})
+		if caller != v.name {
+			t.Errorf("fn's caller is %s, want %s", caller, v.name)
+		}
 	}
 }

@@ -115,8 +115,15 @@ func (c Chain) Len() int {
 // Execute runs fn under every policy of the chain. It allocates nothing of its
 // own; the policies allocate only what they need (a timeout its context).
 func (c Chain) Execute(ctx context.Context, fn Func) error {
-	n := Next{l: c.head, fn: fn}
-	return n.Run(ctx)
+	// Run's first step, from Execute's frame: one frame less between the
+	// caller and fn (docs/benchmarks/b4-parts.md, the depth run).
+	if l := c.head; l != nil {
+		return l.p.Apply(ctx, Next{l: l.next, fn: fn})
+	}
+	if fn == nil {
+		return nil
+	}
+	return fn(ctx)
 }
 
 // Apply runs next under the chain's policies, so a chain is itself a [Policy]

@@ -133,23 +133,40 @@ func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) e
 		t.report(ctx, d, d >= t.d)
 		return err
 	}
-	return t.executeFrom(ctx, time.Now(), fn, nil)
-}
-
-// executeFrom is Execute from start, of fn, or of next when fn is nil,
-// passing start on ([resilience.Next.RunAt]).
-func (t *Timeout) executeFrom(ctx context.Context, start time.Time, fn func(context.Context) error, next *resilience.Next) error {
+	start := time.Now()
 	deadline := start.Add(t.d)
-	if dl, ok := ctx.Deadline(); ok && !deadline.Before(dl) {
-		err := t.run(ctx, start, fn, next) // the caller's deadline comes first: it governs
+	if t.governed(ctx, deadline) {
+		err := fn(ctx) // the caller's deadline comes first: it governs
 		if t.rec != nil {
 			t.reportSince(ctx, start, false)
 		}
 		return err
 	}
 	tctx, cancel := context.WithDeadline(ctx, deadline)
-	err := t.run(tctx, start, fn, next)
-	ours := err != nil && timedOut(ctx, tctx, deadline, err)
+	err := fn(tctx)
+	if err == nil && t.rec == nil {
+		cancel()
+		return nil
+	}
+	return t.ended(ctx, err, tctx, cancel, start)
+}
+
+// governed reports whether ctx's deadline comes no later than deadline: the
+// caller's deadline then governs, and the timeout derives none.
+func (t *Timeout) governed(ctx context.Context, deadline time.Time) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !deadline.Before(dl)
+}
+
+// ended ends a call that began at start and returned err under tctx, the
+// deadline's context, derived from ctx: it releases tctx, reports the call,
+// and returns err, wrapped in an [*Error] when the deadline ended the call.
+// Execute and Apply call fn (next) from their own frame, and only then
+// ended: every frame between a caller and its call costs a mispredicted
+// return once the call has been deep in the runtime or the kernel
+// (docs/benchmarks/b4-parts.md, the depth run).
+func (t *Timeout) ended(ctx context.Context, err error, tctx context.Context, cancel context.CancelFunc, start time.Time) error {
+	ours := err != nil && timedOut(ctx, tctx, start.Add(t.d), err)
 	cancel()
 	if t.rec != nil {
 		t.reportSince(ctx, start, ours)
@@ -158,14 +175,6 @@ func (t *Timeout) executeFrom(ctx context.Context, start time.Time, fn func(cont
 		return &Error{Scope: t.scope, Timeout: t.d, Err: err}
 	}
 	return err
-}
-
-// run runs fn, or next (passing start on) when fn is nil.
-func (t *Timeout) run(ctx context.Context, start time.Time, fn func(context.Context) error, next *resilience.Next) error {
-	if fn != nil {
-		return fn(ctx)
-	}
-	return next.RunAt(ctx, start)
 }
 
 // timedOut reports whether the deadline of tctx, derived from ctx, ended a
@@ -236,7 +245,21 @@ func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
 	if !ok {
 		start = time.Now()
 	}
-	return t.executeFrom(ctx, start, nil, &next)
+	deadline := start.Add(t.d)
+	if t.governed(ctx, deadline) {
+		err := next.RunAt(ctx, start) // the caller's deadline comes first: it governs
+		if t.rec != nil {
+			t.reportSince(ctx, start, false)
+		}
+		return err
+	}
+	tctx, cancel := context.WithDeadline(ctx, deadline)
+	err := next.RunAt(tctx, start)
+	if err == nil && t.rec == nil {
+		cancel()
+		return nil
+	}
+	return t.ended(ctx, err, tctx, cancel, start)
 }
 
 // reportSince reports a call that began at start. Without an observer it
