@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -54,6 +55,41 @@ func BenchmarkChainPaired(b *testing.B) {
 	b.Run("same", func(b *testing.B) {
 		benchHotPaired(b, floor, floor)
 	})
+}
+
+// BenchmarkCallDepthPaired is the floor (a context.WithTimeout and its
+// cancel around the no-op) called from n more frames (b) than from one (a),
+// beside the no-op alone at the same depths: what a frame between a caller
+// and its call costs once the call has been deep in the runtime (a timer's
+// heap), against what it costs around a call that was not
+// (docs/benchmarks/b4-parts.md, the depth run).
+func BenchmarkCallDepthPaired(b *testing.B) {
+	ctx := context.Background()
+	floor := func(ctx context.Context) {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		_ = noop(c)
+		cancel()
+	}
+	bare := func(ctx context.Context) { _ = noop(ctx) }
+	for _, n := range []int{4, 8, 12} {
+		b.Run(fmt.Sprintf("floor-%d", n), func(b *testing.B) {
+			benchHotPaired(b, func() { atDepth(ctx, 0, floor) }, func() { atDepth(ctx, n, floor) })
+		})
+		b.Run(fmt.Sprintf("no-op-%d", n), func(b *testing.B) {
+			benchHotPaired(b, func() { atDepth(ctx, 0, bare) }, func() { atDepth(ctx, n, bare) })
+		})
+	}
+}
+
+// atDepth calls f from n more frames of its own.
+//
+//go:noinline
+func atDepth(ctx context.Context, n int, f func(context.Context)) {
+	if n == 0 {
+		f(ctx)
+		return
+	}
+	atDepth(ctx, n-1, f)
 }
 
 // BenchmarkChainPartsPaired takes B4 apart: each of its policies alone in
