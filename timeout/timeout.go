@@ -143,7 +143,14 @@ func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) e
 		return err
 	}
 	tctx, cancel := context.WithDeadline(ctx, deadline)
+	done := false
+	defer func() {
+		if !done {
+			cancel() // fn panicked: the deadline's timer goes now, not when it fires
+		}
+	}()
 	err := fn(tctx)
+	done = true
 	if err == nil && t.rec == nil {
 		cancel()
 		return nil
@@ -254,7 +261,14 @@ func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
 		return err
 	}
 	tctx, cancel := context.WithDeadline(ctx, deadline)
+	done := false
+	defer func() {
+		if !done {
+			cancel() // the call panicked: the deadline's timer goes now
+		}
+	}()
 	err := next.RunAt(tctx, start)
+	done = true
 	if err == nil && t.rec == nil {
 		cancel()
 		return nil

@@ -216,3 +216,38 @@ func TestGateDerivesTheDeadlineAndReportsIt(t *testing.T) {
 		}
 	})
 }
+
+// A call that panics under the timeout releases the deadline's context on
+// the way up, through Execute and through Apply in a chain: its timer does
+// not wait for the deadline to go.
+func TestAPanicReleasesTheDeadline(t *testing.T) {
+	to, err := timeout.New(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, run := range map[string]func(fn func(context.Context) error) error{
+		"Execute": func(fn func(context.Context) error) error { return to.Execute(context.Background(), fn) },
+		"Apply": func(fn func(context.Context) error) error {
+			return resilience.NewChain(to).Execute(context.Background(), fn)
+		},
+	} {
+		var inner context.Context
+		func() {
+			defer func() {
+				if r := recover(); r != "boom" {
+					t.Errorf("%s: recovered %v, want the call's panic", name, r)
+				}
+			}()
+			_ = run(func(ctx context.Context) error {
+				inner = ctx
+				panic("boom")
+			})
+		}()
+		if inner == nil {
+			t.Fatalf("%s: the call did not run", name)
+		}
+		if err := inner.Err(); err != context.Canceled {
+			t.Errorf("%s: after the panic the call's context has Err() = %v, want context.Canceled", name, err)
+		}
+	}
+}
