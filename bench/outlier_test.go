@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	estats "google.golang.org/grpc/experimental/stats"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/meshless/meshless/grpcmw/outlier"
+	"github.com/meshless/meshless/internal/picknote"
 )
 
 // B8: the outlier balancer's picker (Pick, then the call's Done) against
@@ -53,6 +55,28 @@ func BenchmarkOutlierPick(b *testing.B) {
 			}
 		})
 	}
+	// meshless's balancer on its defaults, as grpcmw's interceptor calls it:
+	// each attempt's context is a note (package picknote; made per call, as
+	// the interceptor makes it, so its allocation is counted here), the pick
+	// notes its endpoint there, and the call path passes on the attempt's
+	// time, read at the attempt's edges for every gate anyway: no clock read
+	// here. (gRPC puts two contexts of its own above the note, each a step
+	// of the pick's lookup; not here.)
+	b.Run("meshless_outlier_noted", func(b *testing.B) {
+		p, closeFn := readyPicker(b, outlier.Name, &outlier.Config{}, 4)
+		defer closeFn()
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			note := picknote.New(ctx)
+			res, err := p.Pick(balancer.PickInfo{FullMethodName: "/bench.Service/Call", Ctx: note})
+			if err != nil {
+				b.Fatal(err)
+			}
+			res.Done(balancer.DoneInfo{})
+			note.Took(nil, time.Millisecond)
+		}
+	})
 	// The floor of counting every call: round_robin's pick plus a Done that
 	// does one atomic add.
 	b.Run("round_robin+atomic_done", func(b *testing.B) {
@@ -235,4 +259,33 @@ func (noRecorder) RecordInt64Gauge(*estats.Int64GaugeHandle, int64, ...string)  
 func (noRecorder) RecordInt64UpDownCount(*estats.Int64UpDownCountHandle, int64, ...string) {}
 func (noRecorder) RegisterAsyncReporter(estats.AsyncMetricReporter, ...estats.AsyncMetric) func() {
 	return func() {}
+}
+
+// BenchmarkOutlierCallPaired is B8 on the call path: grpcmw's interceptor,
+// on its defaults with outlierDetection, around an invoker that does with
+// the balancer what gRPC does — a pick with the attempt's context, then the
+// call's Done — on meshless's balancer over four READY endpoints, slow-call
+// detection on. (a): the chain's slowCalls off, so its attempts carry no
+// note and the picker times the call itself, reading the clock at the pick
+// and at Done (how every call was timed before); (b): slowCalls on, so each
+// attempt's context is a note (one allocation), the pick notes its
+// endpoint, and the engine passes on the attempt's time, which it reads for
+// every gate anyway. diff-ns/call is (b) − (a): what the note saves a call.
+func BenchmarkOutlierCallPaired(b *testing.B) {
+	p, closeFn := readyPicker(b, outlier.Name, &outlier.Config{}, 4)
+	defer closeFn()
+	invoker := func(ctx context.Context, method string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+		res, err := p.Pick(balancer.PickInfo{FullMethodName: method, Ctx: ctx})
+		if err != nil {
+			return err
+		}
+		res.Done(balancer.DoneInfo{})
+		return nil
+	}
+	const method = "/grpc.testing.TestService/UnaryCall"
+	ctx := context.Background()
+	spans := chainOf(b, "outlierDetection: { slowCalls: { enabled: false } }").UnaryClientInterceptor()
+	noted := chainOf(b, "outlierDetection: {}").UnaryClientInterceptor()
+	benchHotPaired(b, func() { _ = spans(ctx, method, nil, nil, nil, invoker) },
+		func() { _ = noted(ctx, method, nil, nil, nil, invoker) })
 }

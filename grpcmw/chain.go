@@ -28,6 +28,7 @@ type Chain struct {
 	e       *engine.Engine
 	monitor *outlier.Monitor    // the outlier balancer's, when outlierDetection is on
 	ejects  resilience.Recorder // the observer's recorder of the monitor's events
+	timed   bool                // the balancer times calls: unary attempts carry a note
 }
 
 // OtherMethod is the method name under which a chain keeps the policies of
@@ -62,13 +63,19 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 		return nil, err
 	}
 	t := new(transport)
+	ocfg, outliers := outlierConfig(cfg)
+	outliers = outliers && !o.serverSide
+	// A balancer that times calls takes each attempt's time from the engine
+	// (package picknote): the attempt's context carries a note for its pick.
+	timed := outliers && !ocfg.SlowCalls.Disabled
 	e, err := engine.New(cfg, t, engine.Options{Observer: o.observer, Clock: o.clock, MaxKeys: o.maxMethods,
-		Redis: o.redis, ClusterListener: o.clusterListener, ServerSide: o.serverSide, DeadLetterListener: o.deadLetterListener})
+		Redis: o.redis, ClusterListener: o.clusterListener, ServerSide: o.serverSide, DeadLetterListener: o.deadLetterListener,
+		TimedAttempts: timed})
 	if err != nil {
 		return nil, fmt.Errorf("grpcmw: %w", err)
 	}
-	c := &Chain{opts: o, t: t, e: e}
-	if _, on := outlierConfig(cfg); on && !o.serverSide {
+	c := &Chain{opts: o, t: t, e: e, timed: timed}
+	if outliers {
 		c.ejects = resilience.Attach(o.observer, resilience.Source{Kind: resilience.KindOutlier, Name: "outlier"})
 		c.monitor, err = outlier.NewMonitor(outlier.WithClock(o.clock),
 			outlier.WithListener(ejectionListener{user: o.outlierListener, rec: c.ejects}))

@@ -3,6 +3,7 @@ package grpcmw
 import (
 	"context"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/meshless/meshless/internal/engine"
+	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/retry"
 )
 
@@ -25,7 +27,7 @@ func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 			// it needs); a call that panics leaves it to the collector.
 			u := unaryCalls.Get().(*unaryCall)
 			u.fullMethod, u.req, u.reply, u.cc, u.invoker, u.opts = fullMethod, req, reply, cc, invoker, opts
-			u.pushback = m.ReadsPushback()
+			u.pushback, u.timed = m.ReadsPushback(), c.timed
 			_, err := m.Run(ctx, u)
 			u.reset()
 			unaryCalls.Put(u)
@@ -78,6 +80,10 @@ func (c *Chain) lookup(fullMethod string, cc *grpc.ClientConn) *engine.Method {
 // Attempt makes attempt n of the call. It reads the server's pushback from
 // the trailer for the retry policy (gRFC A6).
 func (u *unaryCall) Attempt(ctx context.Context, n int) error {
+	if u.timed { // the pick notes its endpoint; Took times it
+		u.note = picknote.New(ctx)
+		ctx = u.note
+	}
 	if !u.pushback {
 		return u.invoker(ctx, u.fullMethod, u.req, u.reply, u.cc, u.opts...)
 	}
@@ -99,6 +105,16 @@ func (u *unaryCall) Attempt(ctx context.Context, n int) error {
 	return withPushback(err, u.trailer)
 }
 
+// Took passes the time the engine read for attempt n, which ended with err,
+// to the endpoint its pick noted (the outlier balancer's slow-call
+// detector).
+func (u *unaryCall) Took(_ int, err error, took time.Duration) {
+	if u.note != nil {
+		u.note.Took(engine.WithoutPushback(err), took)
+		u.note = nil
+	}
+}
+
 // withPushback attaches the pushback of an attempt's trailer to its error.
 func withPushback(err error, trailer metadata.MD) error {
 	if err == nil {
@@ -114,6 +130,7 @@ func withPushback(err error, trailer metadata.MD) error {
 // pooled value: only what a call set, not the whole value).
 func (u *unaryCall) reset() {
 	u.fullMethod, u.req, u.reply, u.cc, u.invoker, u.opts, u.trailer = "", nil, nil, nil, nil, nil, nil
+	u.note = nil
 }
 
 type unaryCall struct {
@@ -123,6 +140,11 @@ type unaryCall struct {
 	invoker    grpc.UnaryInvoker
 	opts       []grpc.CallOption
 	pushback   bool // the method's attempt policy reads the server's pushback
+	// timed: each attempt's context is a note (package picknote) for the
+	// outlier balancer, which is told the attempt's time (Took). Hedged
+	// calls leave it off: their copies run concurrently.
+	timed bool
+	note  *picknote.Note // the current attempt's, until Took
 	// trailer and optsBuf serve the attempts that read the trailer: the
 	// caller's options and grpc.Trailer(&trailer), without allocating for
 	// a caller that passes few options; optsBuf is cleared after each.

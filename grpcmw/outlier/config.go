@@ -99,11 +99,13 @@ type SuccessRate struct {
 type SlowCalls struct {
 	// Disabled switches the detector off.
 	Disabled bool
-	// DurationThreshold: a call that took longer (from pick to done) is
-	// slow. Calls are timed to a tick of 1/64 of it, at most 1 ms: a call
-	// counts as slow only if it took longer than DurationThreshold, and
-	// one that took longer by less than a tick may be missed. Default
-	// 500ms.
+	// DurationThreshold: a call that took longer is slow. A unary call
+	// through grpcmw's interceptor is timed by it, from its attempt's start
+	// (before the attempt's gates) to its end, exactly. Any other call is
+	// timed from pick to done, to a tick of 1/64 of DurationThreshold, at
+	// most 1 ms: it counts as slow only if it took longer than
+	// DurationThreshold, and one that took longer by less than a tick may
+	// be missed. Default 500ms.
 	DurationThreshold time.Duration
 	// RateThreshold in percent, in (0, 100]. Default 50.
 	RateThreshold int

@@ -22,7 +22,10 @@
 //     below mean − stdevFactor × stdev of all endpoints' rates (Envoy's and
 //     gRFC A50's algorithm);
 //   - slow calls: at each interval, an endpoint whose share of calls slower
-//     than durationThreshold (from pick to done) reached rateThreshold.
+//     than durationThreshold reached rateThreshold. A unary call through
+//     meshless's interceptor (grpcmw) is timed by the interceptor, from its
+//     attempt's start to its end, exactly; any other call from pick to
+//     done, to a tick (see [SlowCalls]).
 //
 // The interval detectors judge only endpoints with requestVolume calls in
 // the interval, and the failure-percentage and success-rate ones run only
@@ -64,6 +67,7 @@
 //
 // The per-call path takes no lock and allocates nothing: each endpoint
 // counts its calls with atomics, and a call is timed only when the
-// slow-call detector is on, with two reads of the monotonic clock (pick and
-// done) on the system clock.
+// slow-call detector is on: by grpcmw's interceptor, which passes on the
+// times it reads for its gates (no clock read here), or else with two
+// reads of the monotonic clock (pick and done) on the system clock.
 package outlier

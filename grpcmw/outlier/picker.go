@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc/balancer"
 
+	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -35,7 +36,11 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	st := p.b.settings.Load()
 	done := e.doneFn
 	if st.slow > 0 {
-		done = e.span(st).fn
+		if n := noteOf(info); n != nil {
+			n.Picked(e) // the call path times the attempt: see Took
+		} else {
+			done = e.span(st).fn
+		}
 	}
 	if res.Done == nil {
 		res.Done = done
@@ -49,8 +54,33 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	return res, nil
 }
 
-// A timed call needs its start at its Done, and gRPC gives Done nothing but
-// the call's result. Rather than a record per call (an allocation, or a
+// noteOf returns the note of a pick's attempt (package picknote), nil when
+// it has none.
+func noteOf(info balancer.PickInfo) *picknote.Note {
+	if info.Ctx == nil {
+		return nil
+	}
+	return picknote.From(info.Ctx)
+}
+
+// Took counts a call noted at its pick (package picknote) as slow when it
+// took longer than the slow-call threshold and its result is not ignored:
+// the call path's own readings of the clock time it, from its attempt's
+// start, and its Done counts it as an untimed call's does.
+func (e *endpoint) Took(err error, took time.Duration) {
+	st := e.b.settings.Load()
+	if st.slow <= 0 || took <= st.slow {
+		return
+	}
+	if err != nil && st.cls.classify(err) == resultIgnored {
+		return
+	}
+	e.slow.Add(1)
+}
+
+// A call whose attempt has no note is timed by the picker. A timed call
+// needs its start at its Done, and gRPC gives Done nothing but the call's
+// result. Rather than a record per call (an allocation, or a
 // pool's get and put), the calls to one endpoint picked within one tick
 // share a span, made by the first of them, whose Done function knows when
 // the tick ended: a call counts as slow when it ended more than the

@@ -152,6 +152,9 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 		} else {
 			end, took = m.e.since(start)
 		}
+		if m.e.timed {
+			tellTook(a, 1, err, took)
+		}
 		// r, the gates' result, is written field by field, well before
 		// its first copy, and a field only when it is not r's zero value:
 		// each Exit gets a copy of r, and the copy of a field just stored
@@ -273,8 +276,12 @@ func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
 			c.Abort(&adm, &d)
 		}
 	}()
-	err = c.Finish(&adm, &d, a.Attempt(actx, n))
+	aerr := a.Attempt(actx, n)
+	err = c.Finish(&adm, &d, aerr)
 	finished = true
+	if c.m.e.timed { // Finish read the end: c.last
+		tellTook(a, n, aerr, c.last.Sub(adm.Start()))
+	}
 	return err
 }
 

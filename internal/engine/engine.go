@@ -47,6 +47,10 @@ type Options struct {
 	// connection has no status. gRPC's transport errors carry UNAVAILABLE,
 	// so grpcmw leaves it off.
 	RetryUncoded bool
+	// TimedAttempts tells each unhedged unary attempt that is a [Timed]
+	// how long it took, from the engine's own readings of the clock
+	// (grpcmw's, for the outlier balancer's slow-call detector).
+	TimedAttempts bool
 }
 
 // Engine keeps one client's (or server's) policies, per key, as its
@@ -60,6 +64,7 @@ type Engine struct {
 	realTime bool
 	// system: opts.Clock is the system clock itself (see since).
 	system bool
+	timed  bool // opts.TimedAttempts
 	// cluster (under mu), bind and ownRedis: see startCluster.
 	cluster  *cluster.Cluster
 	bind     *clusterBinding // set by New when the cluster waits for its target
@@ -93,7 +98,8 @@ func New(cfg *config.Config, t Transport, opts Options) (*Engine, error) {
 	if opts.MaxKeys < 1 {
 		return nil, fmt.Errorf("must be at least 1, got %d", opts.MaxKeys)
 	}
-	e := &Engine{t: t, opts: opts, realTime: realTime(opts.Clock), system: opts.Clock == resilience.SystemClock()}
+	e := &Engine{t: t, opts: opts, realTime: realTime(opts.Clock), system: opts.Clock == resilience.SystemClock(),
+		timed: opts.TimedAttempts}
 	if cfg != nil && e.replays() && hasDeadLetter(cfg) {
 		// A breaker that closes replays its key's deferred calls.
 		e.opts.Observer = resilience.Observers(opts.Observer, resilience.ObserverFunc(e.watchCloses))

@@ -48,6 +48,25 @@ type Attempt interface {
 	Attempt(ctx context.Context, n int) error
 }
 
+// Timed is an Attempt that is told how long each of its attempts took,
+// when the engine's Options.TimedAttempts is set: the time from the
+// attempt's start (before its gates) to the engine's reading of its end,
+// the readings every gate and the call's duration take too. It is told of
+// each unhedged attempt of a unary call that ran (not of one its gates
+// refused, nor of one that panicked), on the attempt's goroutine, once
+// Attempt has returned err.
+type Timed interface {
+	Attempt
+	Took(n int, err error, took time.Duration)
+}
+
+// tellTook tells a, if it is Timed, that attempt n ended with err after d.
+func tellTook(a Attempt, n int, err error, d time.Duration) {
+	if t, ok := a.(Timed); ok {
+		t.Took(n, err, d)
+	}
+}
+
 // WithPushback returns an attempt's error carrying the delay the server
 // asked for before the next attempt (a negative one: no more attempts), for
 // the retry and hedging policies. The engine takes it off before the caller

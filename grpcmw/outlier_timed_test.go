@@ -1,0 +1,138 @@
+package grpcmw_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/resilience"
+)
+
+// slowCallsYAML turns on the slow-call detector alone, with a 40 ms
+// threshold; retries and the breaker are off, so that each call is one
+// attempt.
+const slowCallsYAML = `
+defaults:
+  circuitBreaker: { enabled: false }
+  retry: { enabled: false }
+outlierDetection:
+  interval: 10s
+  baseEjectionTime: 1h
+  maxEjectionTime: 1h
+  consecutiveFailures: 0
+  failurePercentage: { enabled: false }
+  successRate: { enabled: false }
+  slowCalls: { durationThreshold: 40ms, rateThreshold: 50, requestVolume: 8 }
+`
+
+// Issue 24 item 4: through the chain's interceptor, the outlier balancer
+// times a unary call with the engine's readings of the clock (the attempt's
+// start and end), not its own: a pod slower than slowCalls.durationThreshold
+// is ejected, and one just under it is not. Inside a testing/synctest
+// bubble, where time is the bubble's and the pods' delays exact.
+func TestASlowPodIsEjectedOnTheCallPathsTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		delays := []time.Duration{100 * time.Millisecond, 5 * time.Millisecond, 0, 39 * time.Millisecond}
+		lis := map[string]*bufconn.Listener{}
+		var st resolver.State
+		var srvs []*grpc.Server
+		var fs []*faultServer
+		for i, d := range delays {
+			addr := fmt.Sprintf("pod%d", i)
+			f := new(faultServer)
+			f.setUnary(func(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+				time.Sleep(d)
+				return &testgrpc.SimpleResponse{}, nil
+			})
+			l := bufconn.Listen(1 << 16)
+			lis[addr] = l
+			srv := grpc.NewServer()
+			testgrpc.RegisterTestServiceServer(srv, f)
+			go func() { _ = srv.Serve(l) }()
+			srvs, fs = append(srvs, srv), append(fs, f)
+			st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr}}})
+		}
+		cfg, err := grpcmw.ParseConfig([]byte(slowCallsYAML))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain, err := grpcmw.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := manual.NewBuilderWithScheme("pods")
+		r.InitialState(st)
+		conn, err := grpc.NewClient("pods:///svc", append(chain.DialOptions(), grpc.WithResolvers(r),
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return lis[addr].DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = conn.Close()
+			for _, s := range srvs {
+				s.Stop()
+			}
+			chain.Close()
+		}()
+		client := testgrpc.NewTestServiceClient(conn)
+		for range 40 { // 10 a pod (round_robin), within one interval
+			if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range fs {
+			if n := f.calls.Load(); n < 8 {
+				t.Fatalf("a pod got %d of the 40 calls, fewer than the detector's request volume", n)
+			}
+		}
+		time.Sleep(10 * time.Second) // the detector's interval ends (the calls took 1.44s)
+		synctest.Wait()
+		if got := chain.Outlier().Ejected(); !slices.Equal(got, []string{"pod0"}) {
+			t.Fatalf("ejected %v, want only pod0 (100ms; pod3 takes 39ms, under the 40ms threshold)", got)
+		}
+	})
+}
+
+// Issue 24 items 2 and 4: with the outlier balancer's slow-call detector on,
+// a unary call still reads the clock twice, at its attempt's start and end:
+// the picker and the call's Done read none (before, they read it once each).
+// Over loopback TCP, on a counting clock that the chain gives its balancer
+// too (WithClock).
+func TestTheOutlierBalancerReadsNoClockOfItsOwn(t *testing.T) {
+	addrs, _, _ := pods(t, 3, func(int) (*testgrpc.SimpleResponse, error) { return &testgrpc.SimpleResponse{}, nil })
+	clk := &countingClock{Clock: resilience.SystemClock()}
+	client, chain := dialPods(t, addrs, slowCallsYAML, grpcmw.WithClock(clk))
+	for range 3 { // connects, and builds the method's policies
+		if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if chain.Outlier() == nil {
+		t.Fatal("no outlier balancer")
+	}
+	const calls = 30
+	before := clk.reads.Load()
+	for range calls {
+		if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := clk.reads.Load() - before
+	t.Logf("%d clock reads in %d calls", n, calls)
+	if n > 2*calls {
+		t.Fatalf("%d calls read the clock %d times, want at most 2 a call", calls, n)
+	}
+}

@@ -1,0 +1,132 @@
+package picknote_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/meshless/meshless/internal/picknote"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// endpoint records what it was told.
+type endpoint struct {
+	calls int
+	err   error
+	took  time.Duration
+}
+
+func (e *endpoint) Took(err error, took time.Duration) { e.calls, e.err, e.took = e.calls+1, err, took }
+
+type ctxKey string
+
+// A note is found through the contexts derived from it, passes its
+// parent's values, deadline and cancellation through, and gives the
+// attempt's end to the endpoint of its last pick only.
+func TestANoteReachesTheEndpointOfItsLastPick(t *testing.T) {
+	parent, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey("k"), "v"), time.Hour)
+	n := picknote.New(parent)
+	var ctx context.Context = n
+	ctx = context.WithValue(ctx, ctxKey("inner"), 1) // gRPC derives the pick's context from the attempt's
+	ctx, cancelInner := context.WithCancel(ctx)
+	defer cancelInner()
+	if picknote.From(ctx) != n {
+		t.Fatal("From did not find the note through the contexts derived from it")
+	}
+	if got := ctx.Value(ctxKey("k")); got != "v" {
+		t.Fatalf("a parent's value through the note = %v, want v", got)
+	}
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < 59*time.Minute {
+		t.Fatalf("the parent's deadline through the note = %v, %v", dl, ok)
+	}
+	first, last := new(endpoint), new(endpoint)
+	n.Picked(first)
+	n.Picked(last) // a transparent retry picked again
+	errDown := errors.New("down")
+	n.Took(errDown, 3*time.Millisecond)
+	if first.calls != 0 || last.calls != 1 || last.err != errDown || last.took != 3*time.Millisecond {
+		t.Fatalf("first %+v, last %+v: want the last pick's endpoint told once, with the error and 3ms", first, last)
+	}
+	cancel()
+	select {
+	case <-ctx.Done():
+	case <-t.Context().Done():
+		t.Fatal("the parent's cancellation did not reach a context derived from the note")
+	}
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Fatalf("ctx.Err() = %v, want context.Canceled", ctx.Err())
+	}
+}
+
+// A context with no note gives none, and a note with no pick tells no one.
+func TestNoNoteNoPick(t *testing.T) {
+	if picknote.From(t.Context()) != nil {
+		t.Fatal("From found a note in a context without one")
+	}
+	picknote.New(t.Context()).Took(nil, time.Second) // must not panic
+	outer := picknote.New(t.Context())
+	inner := picknote.New(outer)
+	if picknote.From(inner) != inner {
+		t.Fatal("From did not return the nearest note")
+	}
+}
+
+// A context derived with a cancel from a note joins its parent's
+// cancellation directly: it starts no goroutine to watch the parent, as it
+// would for a parent context of a type the context package did not
+// recognise through Value.
+func TestACancelBelowANoteStartsNoGoroutine(t *testing.T) {
+	parent, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	n := picknote.New(parent)
+	before := runtime.NumGoroutine()
+	var cancels []context.CancelFunc
+	for range 100 {
+		_, c := context.WithCancel(n)
+		cancels = append(cancels, c)
+	}
+	if after := runtime.NumGoroutine(); after >= before+100 {
+		t.Fatalf("%d goroutines after deriving 100 cancel contexts from a note, %d before", after, before)
+	}
+	for _, c := range cancels {
+		c()
+	}
+}
+
+var sink context.Context
+
+// Making a note is one allocation; finding it and noting a pick, none.
+func TestANoteIsOneAllocation(t *testing.T) {
+	e := new(endpoint)
+	ctx := context.WithValue(t.Context(), ctxKey("k"), "v")
+	if n := testing.AllocsPerRun(1000, func() {
+		note := picknote.New(ctx)
+		sink = note // as the attempt's context, handed to gRPC, does
+		picknote.From(sink).Picked(e)
+		note.Took(nil, time.Millisecond)
+	}); n != 1 {
+		t.Fatalf("%v allocations per note, want 1", n)
+	}
+}
+
+func ExampleNote() {
+	note := picknote.New(context.Background())
+	// … the attempt runs with note as its context; the picker notes the
+	// endpoint it picked:
+	if n := picknote.From(note); n != nil {
+		n.Picked(printer{})
+	}
+	// … and when the attempt has ended, the call path passes its time on:
+	note.Took(nil, 3*time.Millisecond)
+	// Output: took 3ms, err <nil>
+}
+
+type printer struct{}
+
+func (printer) Took(err error, took time.Duration) { fmt.Printf("took %v, err %v\n", took, err) }
