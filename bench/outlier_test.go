@@ -289,3 +289,36 @@ func BenchmarkOutlierCallPaired(b *testing.B) {
 	benchHotPaired(b, func() { _ = spans(ctx, method, nil, nil, nil, invoker) },
 		func() { _ = noted(ctx, method, nil, nil, nil, invoker) })
 }
+
+// BenchmarkOutlierPickPaired is B8' in pairs: grpc-go's outlier detection
+// on its defaults (a) against meshless's balancer on its defaults (b),
+// pick and Done over the same four READY endpoints, in alternating blocks
+// (benchHotPaired). "noted" is a unary call through grpcmw's interceptor:
+// its note made per call (the interceptor's one allocation for it), the
+// pick, Done, and the engine's time passed on; "spans" is any other call,
+// timed by the picker with two reads of the monotonic clock.
+func BenchmarkOutlierPickPaired(b *testing.B) {
+	grpcOD, closeOD := readyPicker(b, "outlier_detection_experimental", grpcODDefaults, 4)
+	defer closeOD()
+	p, closeFn := readyPicker(b, outlier.Name, &outlier.Config{}, 4)
+	defer closeFn()
+	ctx := context.Background()
+	pickDone := func(p balancer.Picker, ctx context.Context) {
+		res, err := p.Pick(balancer.PickInfo{FullMethodName: "/bench.Service/Call", Ctx: ctx})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res.Done(balancer.DoneInfo{})
+	}
+	peer := func() { pickDone(grpcOD, ctx) }
+	b.Run("noted", func(b *testing.B) {
+		benchHotPaired(b, peer, func() {
+			note := picknote.New(ctx)
+			pickDone(p, note)
+			note.Took(nil, time.Millisecond)
+		})
+	})
+	b.Run("spans", func(b *testing.B) {
+		benchHotPaired(b, peer, func() { pickDone(p, ctx) })
+	})
+}
