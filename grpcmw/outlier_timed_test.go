@@ -87,6 +87,10 @@ func TestASlowPodIsEjectedOnTheCallPathsTime(t *testing.T) {
 			}
 			chain.Close()
 		}()
+		// Every pod READY before the first call, so that round_robin
+		// spreads the calls evenly: the bubble's dials end at once.
+		conn.Connect()
+		synctest.Wait()
 		client := testgrpc.NewTestServiceClient(conn)
 		for range 40 { // 10 a pod (round_robin), within one interval
 			if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
