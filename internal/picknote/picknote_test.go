@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,17 +102,54 @@ func TestACancelBelowANoteStartsNoGoroutine(t *testing.T) {
 
 var sink context.Context
 
-// Making a note is one allocation; finding it and noting a pick, none.
-func TestANoteIsOneAllocation(t *testing.T) {
+// Notes come sixteen to an allocation; finding one and noting a pick
+// allocate nothing. (AllocsPerRun runs on one processor, so the sixteen
+// notes of a run come from one block, or from two that a run's first note
+// ends and its last starts: one allocation a run either way.)
+func TestSixteenNotesAreOneAllocation(t *testing.T) {
 	e := new(endpoint)
 	ctx := context.WithValue(t.Context(), ctxKey("k"), "v")
 	if n := testing.AllocsPerRun(1000, func() {
-		note := picknote.New(ctx)
-		sink = note // as the attempt's context, handed to gRPC, does
-		picknote.From(sink).Picked(e)
-		note.Took(nil, time.Millisecond)
+		for range 16 {
+			note := picknote.New(ctx)
+			sink = note // as the attempt's context, handed to gRPC, does
+			picknote.From(sink).Picked(e)
+			note.Took(nil, time.Millisecond)
+		}
 	}); n != 1 {
-		t.Fatalf("%v allocations per note, want 1", n)
+		t.Fatalf("%v allocations per 16 notes, want 1", n)
+	}
+}
+
+// Every note is had by one attempt only, however many goroutines make them
+// at once, and a note kept after its attempt stays its attempt's context:
+// notes are carved from shared blocks, never reused.
+func TestANoteIsNeverHandedOutTwice(t *testing.T) {
+	const goroutines, each = 8, 2000
+	notes := make([][]*picknote.Note, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			ctx := context.WithValue(t.Context(), ctxKey("g"), g)
+			for range each {
+				n := picknote.New(ctx)
+				n.Picked(new(endpoint)) // a write a shared note would race on (-race)
+				notes[g] = append(notes[g], n)
+			}
+		})
+	}
+	wg.Wait()
+	seen := make(map[*picknote.Note]bool, goroutines*each)
+	for g, ns := range notes {
+		for _, n := range ns {
+			if seen[n] {
+				t.Fatalf("note %p handed out twice", n)
+			}
+			seen[n] = true
+			if got := n.Value(ctxKey("g")); got != g {
+				t.Fatalf("a note of goroutine %d holds the context of goroutine %v", g, got)
+			}
+		}
 	}
 }
 
