@@ -57,11 +57,12 @@ func BenchmarkOutlierPick(b *testing.B) {
 	}
 	// meshless's balancer on its defaults, as grpcmw's interceptor calls it:
 	// each attempt's context is a note (package picknote; made per call, as
-	// the interceptor makes it, so its allocation is counted here), the pick
-	// notes its endpoint there, and the call path passes on the attempt's
-	// time, read at the attempt's edges for every gate anyway: no clock read
-	// here. (gRPC puts two contexts of its own above the note, each a step
-	// of the pick's lookup; not here.)
+	// the interceptor makes it, so its share of a block's allocation is
+	// counted here), the pick notes its endpoint there, and the call path
+	// passes on the attempt's time, read at the attempt's edges for every
+	// gate anyway: no clock read here. (gRPC puts two contexts of its own
+	// above the note, each a step of the pick's lookup; not here, but in
+	// BenchmarkOutlierPickPaired/noted_under_grpc_contexts.)
 	b.Run("meshless_outlier_noted", func(b *testing.B) {
 		p, closeFn := readyPicker(b, outlier.Name, &outlier.Config{}, 4)
 		defer closeFn()
@@ -268,7 +269,7 @@ func (noRecorder) RegisterAsyncReporter(estats.AsyncMetricReporter, ...estats.As
 // detection on. (a): the chain's slowCalls off, so its attempts carry no
 // note and the picker times the call itself, reading the clock at the pick
 // and at Done (how every call was timed before); (b): slowCalls on, so each
-// attempt's context is a note (one allocation), the pick notes its
+// attempt's context is a note (a sixteenth of an allocation), the pick notes its
 // endpoint, and the engine passes on the attempt's time, which it reads for
 // every gate anyway. diff-ns/call is (b) − (a): what the note saves a call.
 func BenchmarkOutlierCallPaired(b *testing.B) {
@@ -294,7 +295,7 @@ func BenchmarkOutlierCallPaired(b *testing.B) {
 // on its defaults (a) against meshless's balancer on its defaults (b),
 // pick and Done over the same four READY endpoints, in alternating blocks
 // (benchHotPaired). "noted" is a unary call through grpcmw's interceptor:
-// its note made per call (the interceptor's one allocation for it), the
+// its note made per call (a sixteenth of an allocation), the
 // pick, Done, and the engine's time passed on; "spans" is any other call,
 // timed by the picker with two reads of the monotonic clock.
 func BenchmarkOutlierPickPaired(b *testing.B) {
@@ -320,5 +321,20 @@ func BenchmarkOutlierPickPaired(b *testing.B) {
 	})
 	b.Run("spans", func(b *testing.B) {
 		benchHotPaired(b, peer, func() { pickDone(p, ctx) })
+	})
+	// "noted, under gRPC's contexts": as gRPC picks, with two contexts of
+	// its own made per call above the attempt's (the call's and the
+	// attempt's RPC info), for both pickers alike: the note's lookup walks
+	// them, grpc-go's picker does not look.
+	type grpcKey struct{ i int }
+	underGRPC := func(ctx context.Context) context.Context {
+		return context.WithValue(context.WithValue(ctx, grpcKey{1}, 1), grpcKey{2}, 2)
+	}
+	b.Run("noted_under_grpc_contexts", func(b *testing.B) {
+		benchHotPaired(b, func() { pickDone(grpcOD, underGRPC(ctx)) }, func() {
+			note := picknote.New(ctx)
+			pickDone(p, underGRPC(note))
+			note.Took(nil, time.Millisecond)
+		})
 	})
 }
