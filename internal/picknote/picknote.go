@@ -38,9 +38,11 @@ type key struct{}
 // time, so that a call pays for a sixteenth of an allocation, not for one
 // (a note is 32 bytes; what an allocation costs is mostly its call, not its
 // size). A note is never reused, so a context kept after its attempt stays
-// what it was. The price: a note the collector cannot free keeps its
-// block, and with it the contexts of up to blockLen − 1 other attempts,
-// reachable.
+// what it was. The price is memory kept reachable, bounded: a note the
+// collector cannot free keeps its block, and with it the contexts of up to
+// blockLen − 1 other attempts; and each processor's current block keeps
+// the contexts of its last attempts (at most blockLen) until its next ones
+// replace it, as a client that went idle leaves it.
 func New(ctx context.Context) *Note {
 	s := &shards[procpin.ID()&shardMask]
 	if b := s.b.Load(); b != nil {
