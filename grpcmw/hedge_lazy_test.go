@@ -68,32 +68,42 @@ defaults:
 }
 
 // Issue 24 item 5: a hedged call that needs no hedge (its first copy
-// answers before hedgingDelay) costs the unhedged call's allocations
-// (TestTheInterceptorAllocatesLittle: at most 6, context.WithDeadline's 4
-// among them) and one more, the timer that would send the hedge: the
-// run's state, the timer's function, what the copies share of the call and
-// the call itself are reused. It allocated 19 times (a channel, a context,
-// a goroutine for the first copy and the call itself on the heap), then 9.
+// answers before hedgingDelay) allocates no more than the same call
+// unhedged (context.WithDeadline's 4): the run's state, the timer's
+// function, the timer itself (stopped before it fired, armed again by the
+// next call), what the copies share of the call and the call itself are
+// reused. It allocated 19 times (a channel, a context, a goroutine for the
+// first copy and the call itself on the heap), then 9, then 5 (the timer).
+// Under the race detector sync.Pool drops a quarter of what it is given,
+// so a reused value is made anew now and then: 2 more allowed there.
 func TestAHedgedCallThatNeedsNoHedgeAllocatesLittle(t *testing.T) {
-	chain := chainFor(t, "defaults: { hedging: { maxAttempts: 3, hedgingDelay: 1s } }")
-	icpt := chain.UnaryClientInterceptor()
 	var copies atomic.Int32
 	invoke := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
 		copies.Add(1)
 		return nil
 	}
 	req, reply := &testgrpc.SimpleRequest{}, &testgrpc.SimpleResponse{}
-	call := func() {
-		if err := icpt(t.Context(), "/grpc.testing.TestService/UnaryCall", req, reply, nil, invoke); err != nil {
-			t.Fatal(err)
-		}
-	}
-	call()
 	const runs = 1000
-	n := testing.AllocsPerRun(runs, call)
-	t.Logf("%v allocations per call", n)
-	if n > 7 {
-		t.Errorf("a hedged call that needs no hedge allocates %v times, want at most 7", n)
+	allocs := func(yaml string) float64 {
+		icpt := chainFor(t, yaml).UnaryClientInterceptor()
+		call := func() {
+			if err := icpt(t.Context(), "/grpc.testing.TestService/UnaryCall", req, reply, nil, invoke); err != nil {
+				t.Fatal(err)
+			}
+		}
+		call()
+		return testing.AllocsPerRun(runs, call)
+	}
+	unhedged := allocs("defaults: {}")
+	copies.Store(0)
+	n := allocs("defaults: { hedging: { maxAttempts: 3, hedgingDelay: 1s } }")
+	t.Logf("%v allocations per hedged call, %v unhedged", n, unhedged)
+	slack := 0.0
+	if raceEnabled {
+		slack = 2
+	}
+	if n > unhedged+slack {
+		t.Errorf("a hedged call that needs no hedge allocates %v times, the same call unhedged %v", n, unhedged)
 	}
 	if got := copies.Load(); got != runs+2 {
 		t.Fatalf("%d copies for %d calls: a hedge was sent", got, runs+2)
@@ -182,4 +192,49 @@ func chainFor(t *testing.T, yamlConfig string, opts ...grpcmw.Option) *grpcmw.Ch
 	}
 	t.Cleanup(chain.Close)
 	return chain
+}
+
+// Issue 24 item 5: a hedged call that sends no hedge arms a stopped timer
+// of an earlier call again, outside testing/synctest bubbles only. One
+// chain serves calls outside a bubble, then in one, then outside again: in
+// the bubble a hedge goes at exactly hedgingDelay of the bubble's clock
+// (an armed timer from outside would fire at once there: the real clock's
+// time is decades past the bubble's), and after it the calls outside go on
+// (the runtime ends the program when a bubble's timer is armed outside it).
+func TestAHedgingChainServesCallsInAndOutOfABubble(t *testing.T) {
+	icpt := chainFor(t, "defaults: { hedging: { maxAttempts: 2, hedgingDelay: 50ms } }").UnaryClientInterceptor()
+	req, reply := &testgrpc.SimpleRequest{}, &testgrpc.SimpleResponse{}
+	const method = "/grpc.testing.TestService/UnaryCall"
+	fast := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	calls := func(t *testing.T) {
+		for range 200 { // their states, and timers outside a bubble, reused
+			if err := icpt(t.Context(), method, req, reply, nil, fast); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	calls(t)
+	synctest.Test(t, func(t *testing.T) {
+		calls(t)
+		var copies atomic.Int32
+		firstWaits := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+			if copies.Add(1) == 1 {
+				<-ctx.Done() // until the hedge has won
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return nil
+		}
+		for range 3 {
+			copies.Store(0)
+			start := time.Now()
+			if err := icpt(t.Context(), method, req, reply, nil, firstWaits); err != nil {
+				t.Fatal(err)
+			}
+			if got, n := time.Since(start), copies.Load(); got != 50*time.Millisecond || n != 2 {
+				t.Fatalf("the hedge won after %v of the bubble's time with %d copies, want 50ms and 2", got, n)
+			}
+			calls(t)
+		}
+	})
+	calls(t)
 }

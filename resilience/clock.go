@@ -78,6 +78,10 @@ type timeTimer struct{ t *time.Timer }
 func (t timeTimer) C() <-chan time.Time { return t.t.C }
 func (t timeTimer) Stop() bool          { return t.t.Stop() }
 
+// Reset arms the timer again to fire after d (for retry's hedging, which
+// reuses a stopped timer; not part of [Timer]).
+func (t timeTimer) Reset(d time.Duration) bool { return t.t.Reset(d) }
+
 // coarseSource is the shared time source behind CoarseClock: one for the
 // process, refreshed by a ticker goroutine while it is read.
 type coarseSource struct {

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -72,4 +73,125 @@ func TestHedgeReusesOnlyAStateNothingCanTouch(t *testing.T) {
 			})
 		})
 	}
+}
+
+// copies is hedgehooks.Copies for a test: copy 1 answers after first (or
+// when its context ends), a later copy at once; outside is what it says of
+// its bubble.
+type copies struct {
+	first   time.Duration
+	outside bool
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	sent    int
+}
+
+func (c *copies) Copy(ctx context.Context, n int) error {
+	c.mu.Lock()
+	c.sent++
+	if n == 1 {
+		ctx, c.cancel = context.WithCancel(ctx)
+	}
+	cancel := c.cancel
+	c.mu.Unlock()
+	if n > 1 {
+		return nil
+	}
+	defer cancel()
+	t := time.NewTimer(c.first)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *copies) CancelFirst() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+func (c *copies) OutsideBubble() bool { return c.outside }
+
+// A state reused outside a bubble arms its last call's stopped timer again
+// (no timer made per call), and that timer sends the next call's hedge.
+// The outcome does not hang on the real clock: the second call's first
+// copy never answers, so its hedge (at 1 ms) wins whenever it is sent.
+func TestAReusedStatesTimerSendsTheNextCallsHedge(t *testing.T) {
+	cfg := DefaultHedgeConfig()
+	cfg.MaxAttempts, cfg.HedgingDelay = 2, time.Millisecond
+	h, err := NewHedge(WithHedgeConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := h.newRun(context.Background())
+	r.copies = &copies{first: 0, outside: true}
+	if w, err := r.done(r.run()); err != nil || w != 1 || !r.reusable {
+		t.Fatalf("first call: winner %d, %v, reusable %v; want 1, nil, true", w, err, r.reusable)
+	}
+	timer := r.first
+	h.release(r)
+	if r.first != timer || timer == nil {
+		t.Fatal("a state released outside a bubble dropped its stopped timer")
+	}
+	r.caller = context.Background()
+	c := &copies{first: time.Hour, outside: true}
+	r.copies = c
+	if w, err := r.done(r.run()); err != nil || w != 2 || c.sent != 2 {
+		t.Fatalf("second call: winner %d, %v, %d copies; want the hedge (2), nil, 2", w, err, c.sent)
+	}
+	if r.first != timer {
+		t.Fatal("the second call made a timer of its own: the stopped one was not armed again")
+	}
+	if r.reusable {
+		t.Fatal("a call whose timer fired left its state reusable")
+	}
+}
+
+// A call in a testing/synctest bubble neither arms a timer kept from
+// outside it (it would fire on the bubble's clock at the real clock's time)
+// nor leaves its own, the bubble's, for a call outside (the runtime ends
+// the program when one is armed there): its state is released without one.
+func TestACallInABubbleLeavesNoTimerBehind(t *testing.T) {
+	cfg := DefaultHedgeConfig()
+	cfg.MaxAttempts, cfg.HedgingDelay = 2, 50*time.Millisecond
+	h, err := NewHedge(WithHedgeConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := h.newRun(context.Background())
+	r.copies = &copies{outside: true}
+	if _, err := r.done(r.run()); err != nil {
+		t.Fatal(err)
+	}
+	kept := r.first
+	h.release(r)
+	synctest.Test(t, func(t *testing.T) {
+		// What the engine says in a bubble: not outside one.
+		r.caller, r.copies = context.Background(), &copies{first: 10 * time.Millisecond}
+		if w, err := r.done(r.run()); err != nil || w != 1 || !r.reusable {
+			t.Fatalf("winner %d, %v, reusable %v; want 1, nil, true", w, err, r.reusable)
+		}
+		if r.first == kept {
+			t.Fatal("a call in a bubble armed the timer kept from outside it")
+		}
+		h.release(r)
+		if r.first != nil {
+			t.Fatal("a state released in a bubble keeps the bubble's timer")
+		}
+		// The state serves the bubble's next call, which needs its hedge.
+		r.caller, r.copies = context.Background(), &copies{first: time.Second}
+		start := time.Now()
+		if w, err := r.done(r.run()); err != nil || w != 2 {
+			t.Fatalf("winner %d, %v; want the hedge (2), nil", w, err)
+		}
+		if got := time.Since(start); got != cfg.HedgingDelay {
+			t.Fatalf("the hedge won after %v of the bubble's time, want %v", got, cfg.HedgingDelay)
+		}
+	})
 }

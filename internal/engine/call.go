@@ -182,6 +182,12 @@ func (h *hedgedCall) Copy(ctx context.Context, n int) error {
 	return err
 }
 
+// OutsideBubble reports whether the call runs outside a testing/synctest
+// bubble (hedgehooks.OutsideBubble): its start was read with time.Now (the
+// system clock), whose readings carry the monotonic clock outside a bubble
+// and never inside one.
+func (h *hedgedCall) OutsideBubble() bool { return h.m.e.system && h.start != h.start.Round(0) }
+
 // hold keeps what ends the first copy's context, d's or cancel, and ends
 // it at once when CancelFirst came first.
 func (h *hedgedCall) hold(d *deadline.AttemptDeadline, cancel context.CancelFunc) {

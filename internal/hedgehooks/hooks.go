@@ -22,5 +22,15 @@ type Copies interface {
 	CancelFirst()
 }
 
+// OutsideBubble is Copies that know whether their call runs outside a
+// testing/synctest bubble. The policy keeps a stopped timer for a later
+// call, and arms a kept one again, only for such a call: a bubble's timer
+// must not be armed outside it, nor a timer from outside inside one.
+type OutsideBubble interface {
+	// OutsideBubble reports that the call is known to run outside a
+	// bubble; false when it runs in one or is not known not to.
+	OutsideBubble() bool
+}
+
 // Run is (*retry.Hedge).Run with copies made by c: h is a *retry.Hedge.
 var Run func(h any, ctx context.Context, c Copies) (winner int, err error)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package grpcmw_test
+
+const raceEnabled = false
