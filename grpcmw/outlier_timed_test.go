@@ -5,18 +5,23 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -113,12 +118,20 @@ func TestASlowPodIsEjectedOnTheCallPathsTime(t *testing.T) {
 // Issue 24 items 2 and 4: with the outlier balancer's slow-call detector on,
 // a unary call still reads the clock twice, at its attempt's start and end:
 // the picker and the call's Done read none (before, they read it once each).
-// Over loopback TCP, on a counting clock that the chain gives its balancer
-// too (WithClock).
+// So does a hedged call that needs no hedge. Over loopback TCP, on a
+// counting clock that the chain gives its balancer too (WithClock).
 func TestTheOutlierBalancerReadsNoClockOfItsOwn(t *testing.T) {
+	hedged := strings.Replace(slowCallsYAML, "retry: { enabled: false }",
+		"hedging: { maxAttempts: 2, hedgingDelay: 10s }", 1)
+	for name, yaml := range map[string]string{"unhedged": slowCallsYAML, "hedged": hedged} {
+		t.Run(name, func(t *testing.T) { balancerReadsNoClock(t, yaml) })
+	}
+}
+
+func balancerReadsNoClock(t *testing.T, yaml string) {
 	addrs, _, _ := pods(t, 3, func(int) (*testgrpc.SimpleResponse, error) { return &testgrpc.SimpleResponse{}, nil })
 	clk := &countingClock{Clock: resilience.SystemClock()}
-	client, chain := dialPods(t, addrs, slowCallsYAML, grpcmw.WithClock(clk))
+	client, chain := dialPods(t, addrs, yaml, grpcmw.WithClock(clk))
 	for range 3 { // connects, and builds the method's policies
 		if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
 			t.Fatal(err)
@@ -139,4 +152,85 @@ func TestTheOutlierBalancerReadsNoClockOfItsOwn(t *testing.T) {
 	if n > 2*calls {
 		t.Fatalf("%d calls read the clock %d times, want at most 2 a call", calls, n)
 	}
+}
+
+// tookRecorder is a picked endpoint (picknote.Endpoint) that records what
+// it is told.
+type tookRecorder struct {
+	mu    sync.Mutex
+	calls int
+	err   error
+	took  time.Duration
+}
+
+func (r *tookRecorder) Took(err error, took time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls, r.err, r.took = r.calls+1, err, took
+}
+
+// Issue 24 items 2 and 4: each copy of a hedged call is timed by the
+// engine too, in its own note: the copy the hedge sent is told its own
+// time, from its start to its answer, and the first copy, cancelled when
+// the hedge won, its own. In a testing/synctest bubble, with an invoker
+// that picks as gRPC would: it notes an endpoint of its own per copy.
+func TestEachHedgedCopyIsTimedByTheCallPath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg, err := grpcmw.ParseConfig([]byte(`
+defaults:
+  circuitBreaker: { enabled: false }
+  hedging: { maxAttempts: 2, hedgingDelay: 10ms }
+outlierDetection: {}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain, err := grpcmw.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer chain.Close()
+		var mu sync.Mutex
+		eps := map[*picknote.Note]*tookRecorder{}
+		endpoints := make([]*tookRecorder, 3) // by copy
+		invoke := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+			note := picknote.From(ctx)
+			if note == nil {
+				t.Error("a hedged copy's context carries no note")
+				return nil
+			}
+			mu.Lock()
+			n := len(eps) + 1
+			if _, ok := eps[note]; ok {
+				mu.Unlock()
+				t.Error("two copies share a note")
+				return nil
+			}
+			e := new(tookRecorder)
+			eps[note], endpoints[n] = e, e
+			mu.Unlock()
+			note.Picked(e)
+			if n == 1 {
+				<-ctx.Done() // the hedge wins
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			time.Sleep(5 * time.Millisecond)
+			return nil
+		}
+		icpt := chain.UnaryClientInterceptor()
+		if err := icpt(t.Context(), "/grpc.testing.TestService/UnaryCall", &testgrpc.SimpleRequest{},
+			&testgrpc.SimpleResponse{}, nil, invoke); err != nil {
+			t.Fatal(err)
+		}
+		if len(eps) != 2 {
+			t.Fatalf("%d copies, want 2", len(eps))
+		}
+		first, hedge := endpoints[1], endpoints[2]
+		if hedge.calls != 1 || hedge.err != nil || hedge.took != 5*time.Millisecond {
+			t.Errorf("the hedge's endpoint was told %d times, last %v after %v; want once, nil after 5ms", hedge.calls, hedge.err, hedge.took)
+		}
+		if first.calls != 1 || status.Code(first.err) != codes.Canceled || first.took != 15*time.Millisecond {
+			t.Errorf("the first copy's endpoint was told %d times, last %v after %v; want once, Canceled after 15ms", first.calls, first.err, first.took)
+		}
+	})
 }

@@ -35,7 +35,7 @@ func (c *Chain) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 		}
 		u := hedgedUnaries.Get().(*hedgedUnary) // as unaryCalls, above
 		u.fullMethod, u.req, u.reply, u.cc, u.invoker, u.opts = fullMethod, req, reply, cc, invoker, opts
-		u.pushback = m.ReadsPushback()
+		u.pushback, u.timed = m.ReadsPushback(), c.timed
 		err := u.runHedged(ctx, m)
 		u.reset()
 		u.hedge = hedgeState{}
@@ -141,8 +141,8 @@ type unaryCall struct {
 	opts       []grpc.CallOption
 	pushback   bool // the method's attempt policy reads the server's pushback
 	// timed: each attempt's context is a note (package picknote) for the
-	// outlier balancer, which is told the attempt's time (Took). Hedged
-	// calls leave it off: their copies run concurrently.
+	// outlier balancer, which is told the attempt's time (Took). A hedged
+	// call's first copy uses note; each later copy has its own (hedgeCopy).
 	timed bool
 	note  *picknote.Note // the current attempt's, until Took
 	// trailer and optsBuf serve the attempts that read the trailer: the
@@ -164,10 +164,13 @@ type hedgedUnary struct {
 
 // hedgeCopy is one hedged copy's own results: gRPC writes each into it, and
 // the winner's are copied to the caller's after every copy has returned.
+// note is the copy's context when the call is timed: made with the copy,
+// never reused.
 type hedgeCopy struct {
 	reply           proto.Message
 	header, trailer metadata.MD
 	peer            peer.Peer
+	note            picknote.Note
 }
 
 // Attempt makes attempt n of a hedged call: copy n, from 2, with its own
@@ -234,5 +237,22 @@ func (u *hedgedUnary) copy(ctx context.Context, n int) error {
 		}
 	}
 	opts = append(opts, grpc.Header(&c.header), grpc.Trailer(&c.trailer), grpc.Peer(&c.peer))
+	if u.timed { // the pick notes its endpoint; Took times it
+		c.note.Context = ctx
+		ctx = &c.note
+	}
 	return withPushback(u.invoker(ctx, u.fullMethod, u.req, c.reply, u.cc, opts...), c.trailer)
+}
+
+// Took passes the time the engine read for copy n, which ended with err,
+// to the endpoint its pick noted. Each copy is told on its own goroutine,
+// the one that made it.
+func (u *hedgedUnary) Took(n int, err error, took time.Duration) {
+	if n == 1 || !u.timed {
+		u.unaryCall.Took(n, err, took)
+		return
+	}
+	if c := u.hedge.copies[n-2]; c != nil {
+		c.note.Took(engine.WithoutPushback(err), took)
+	}
 }

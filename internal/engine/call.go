@@ -177,8 +177,12 @@ func (h *hedgedCall) Copy(ctx context.Context, n int) error {
 	} else {
 		h.hold(&d, nil)
 	}
-	end, err := c.finish(&adm, &d, h.a.Attempt(actx, 1))
+	aerr := h.a.Attempt(actx, 1)
+	end, err := c.finish(&adm, &d, aerr)
 	h.firstEnd = end // read once every copy has returned (runHedged)
+	if h.m.e.timed {
+		tellTook(h.a, 1, aerr, end.Sub(adm.Start()))
+	}
 	return err
 }
 
@@ -240,7 +244,12 @@ func (c *Call) hedgedCopy(ctx context.Context, a Attempt, n int) error {
 		return err
 	}
 	defer c.Abort(&adm, &d)
-	return c.FinishCopy(&adm, &d, a.Attempt(actx, n))
+	aerr := a.Attempt(actx, n)
+	end, err := c.finish(&adm, &d, aerr)
+	if c.m.e.timed {
+		tellTook(a, n, aerr, end.Sub(adm.Start()))
+	}
+	return err
 }
 
 // Hedge runs the copies of a hedged call (a stream's) under ctx (the

@@ -47,8 +47,8 @@ type Options struct {
 	// connection has no status. gRPC's transport errors carry UNAVAILABLE,
 	// so grpcmw leaves it off.
 	RetryUncoded bool
-	// TimedAttempts tells each unhedged unary attempt that is a [Timed]
-	// how long it took, from the engine's own readings of the clock
+	// TimedAttempts tells each unary attempt (each hedged copy too) that
+	// is a [Timed] how long it took, from the engine's own readings of the clock
 	// (grpcmw's, for the outlier balancer's slow-call detector).
 	TimedAttempts bool
 }

@@ -52,9 +52,9 @@ type Attempt interface {
 // when the engine's Options.TimedAttempts is set: the time from the
 // attempt's start (before its gates) to the engine's reading of its end,
 // the readings every gate and the call's duration take too. It is told of
-// each unhedged attempt of a unary call that ran (not of one its gates
-// refused, nor of one that panicked), on the attempt's goroutine, once
-// Attempt has returned err.
+// each attempt of a unary call that ran, each hedged copy included (not of
+// one its gates refused, nor of one that panicked), on the attempt's
+// goroutine, once Attempt has returned err.
 type Timed interface {
 	Attempt
 	Took(n int, err error, took time.Duration)
