@@ -153,7 +153,7 @@ func (h *Hedge) release(r *hedgeRun) {
 // resettable is a [resilience.Timer] that can be armed again (the system
 // clock's): a reused state's first timer, stopped before it fired, is
 // armed again for the next call instead of made anew, which saves a call
-// that sends no hedge an allocation and about 250 ns
+// that sends no hedge an allocation (112 B) and about 120 ns at the median
 // (docs/benchmarks/hedging.md).
 //
 // Only a timer made and armed outside a testing/synctest bubble is kept,
