@@ -176,20 +176,12 @@ func (r *tookRecorder) Took(err error, took time.Duration) {
 // that picks as gRPC would: it notes an endpoint of its own per copy.
 func TestEachHedgedCopyIsTimedByTheCallPath(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg, err := grpcmw.ParseConfig([]byte(`
+		chain := chainFor(t, `
 defaults:
   circuitBreaker: { enabled: false }
   hedging: { maxAttempts: 2, hedgingDelay: 10ms }
 outlierDetection: {}
-`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain, err := grpcmw.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer chain.Close()
+`)
 		var mu sync.Mutex
 		eps := map[*picknote.Note]*tookRecorder{}
 		endpoints := make([]*tookRecorder, 3) // by copy
