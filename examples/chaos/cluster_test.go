@@ -11,7 +11,7 @@ import (
 )
 
 // shortClusterConfig is the cluster scenario as the program plays it, with
-// the dependency on bufconn and the embedded miniredis on in-memory pipes:
+// the dependency and the embedded miniredis on in-memory pipes:
 // both work inside a synctest bubble, where every call, sync and open
 // happens at an exact fake time however busy the machine.
 func shortClusterConfig(t *testing.T) clusterConfig {
@@ -20,7 +20,7 @@ func shortClusterConfig(t *testing.T) clusterConfig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Net, cfg.inProcess = new(bufconnPods), true
+	cfg.Net, cfg.inProcess = new(memPods), true
 	return cfg
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 // shortEventsConfig is the events scenario with shorter phases, its
-// backends on bufconn and its temporary directory under t's: in a synctest
+// backends on net.Pipe and its temporary directory under t's: in a synctest
 // bubble, every call, deferral, probe and replay happens at an exact fake
 // time (the queue's file syncs take none of it).
 func shortEventsConfig(t *testing.T) eventsConfig {
@@ -37,12 +37,12 @@ const (
 	eventsRecovered
 )
 
-// runEventsInBubble plays cfg in a synctest bubble over bufconn.
+// runEventsInBubble plays cfg in a synctest bubble over net.Pipe.
 func runEventsInBubble(t *testing.T, cfg eventsConfig, w io.Writer) eventsSummary {
 	t.Helper()
 	var sum eventsSummary
 	synctest.Test(t, func(t *testing.T) {
-		cfg.Listen = listenBufconn
+		cfg.Listen = listenMem
 		var err error
 		if sum, err = runEvents(t.Context(), cfg, w); err != nil {
 			t.Fatalf("runEvents: %v", err)

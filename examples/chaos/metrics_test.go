@@ -59,7 +59,7 @@ func TestMetricsCarryTheCataloguesPrometheusNames(t *testing.T) {
 		cfg := shortConfig(t)
 		cfg.Quiet = true
 		cfg.Observer = m.Observer
-		cfg.Listen = listenBufconn
+		cfg.Listen = listenMem
 		if _, err := run(t.Context(), cfg, io.Discard); err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func TestMetricsCarryTheCataloguesPrometheusNames(t *testing.T) {
 		// Last the events scenario, scraped before its chain closes: the
 		// queue's gauges are reported while it is open.
 		ev := shortEventsConfig(t)
-		ev.Observer, ev.DeadLetter, ev.Listen = m.Observer, m.DeadLetter, listenBufconn
+		ev.Observer, ev.DeadLetter, ev.Listen = m.Observer, m.DeadLetter, listenMem
 		ev.drained = func() {
 			rec := httptest.NewRecorder()
 			m.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

@@ -9,8 +9,8 @@ import (
 )
 
 // listenPipe is an in-memory listener whose connections are [net.Pipe]s,
-// for the backend over HTTP in a synctest bubble. bufconn does not serve
-// there: net/http's server interrupts its background read by setting a read
+// for the backends in a synctest bubble (for gRPC through listenMem). For
+// HTTP, bufconn does not serve there: net/http's server interrupts its background read by setting a read
 // deadline in the past and then clears it, and bufconn's timer for the
 // past deadline can still fire after the clear, so the next request's
 // context is canceled as if its client had gone (a hanging backend then

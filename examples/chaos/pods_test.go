@@ -15,29 +15,29 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/test/bufconn"
 )
 
-// bufconnPods is the pods' network in the tests: an in-memory listener per
-// pod, reached by its address (see listenBufconn).
-type bufconnPods struct {
+// memPods is the pods' network in the tests: an in-memory listener per pod
+// (listenPipe's; see listenMem for why not bufconn), reached by its
+// address.
+type memPods struct {
 	mu  sync.Mutex
-	lis map[string]*bufconn.Listener
+	lis map[string]*pipeListener
 }
 
-func (b *bufconnPods) listen(i int) (net.Listener, string, error) {
+func (b *memPods) listen(i int) (net.Listener, string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.lis == nil {
-		b.lis = map[string]*bufconn.Listener{}
+		b.lis = map[string]*pipeListener{}
 	}
 	addr := fmt.Sprintf("pod-%d", i+1)
-	l := bufconn.Listen(1 << 20)
-	b.lis[addr] = l
+	l, _, _, _ := listenPipe()
+	b.lis[addr] = l.(*pipeListener)
 	return l, addr, nil
 }
 
-func (b *bufconnPods) dialOptions() []grpc.DialOption {
+func (b *memPods) dialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 		b.mu.Lock()
 		l, ok := b.lis[addr]
@@ -69,13 +69,13 @@ const (
 	podsSlow
 )
 
-// runPodsInBubble plays cfg in a synctest bubble over bufconn: every
+// runPodsInBubble plays cfg in a synctest bubble over net.Pipe: every
 // latency, interval and ejection time is exact, however busy the machine.
 func runPodsInBubble(t *testing.T, cfg podsConfig, w io.Writer) podsSummary {
 	t.Helper()
 	var sum podsSummary
 	synctest.Test(t, func(t *testing.T) {
-		cfg.Net = new(bufconnPods)
+		cfg.Net = new(memPods)
 		var err error
 		if sum, err = runPods(t.Context(), cfg, w); err != nil {
 			t.Fatalf("runPods: %v", err)
@@ -266,7 +266,7 @@ func TestPodsEjectionsReachMetrics(t *testing.T) {
 		}
 		defer m.Close(context.Background())
 		cfg := shortPodsConfig(t)
-		cfg.Quiet, cfg.Observer, cfg.Net = true, m.Observer, new(bufconnPods)
+		cfg.Quiet, cfg.Observer, cfg.Net = true, m.Observer, new(memPods)
 		if _, err := runPods(t.Context(), cfg, io.Discard); err != nil {
 			t.Fatal(err)
 		}

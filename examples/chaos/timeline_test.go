@@ -128,9 +128,9 @@ func TestTimelineOfEveryScenario(t *testing.T) {
 	var res results
 	var out bytes.Buffer
 	synctest.Test(t, func(t *testing.T) {
-		cfg.Listen = listenBufconn
-		pods.Net = new(bufconnPods)
-		ev.Listen = listenBufconn
+		cfg.Listen = listenMem
+		pods.Net = new(memPods)
+		ev.Listen = listenMem
 		var err error
 		res, err = runScenarios(t.Context(), cfg, scenarioOptions{Scenario: "all", SVG: path, Pods: pods, Cluster: cl, Events: ev}, &out)
 		if err != nil {
