@@ -8,18 +8,18 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/memnet"
 )
 
-// inBubble serves f over bufconn and dials it through a chain built from
+// inBubble serves f over memnet and dials it through a chain built from
 // yamlConfig, for tests that run inside a testing/synctest bubble (loopback
-// TCP does not work there; bufconn does). The returned stop closes the
+// TCP does not work there; memnet does). The returned stop closes the
 // connection and the server; call it before the bubble's function returns.
 func inBubble(t *testing.T, f *faultServer, yamlConfig string, srvOpts ...grpc.ServerOption) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
+	lis := memnet.Listen()
 	srv := grpc.NewServer(srvOpts...)
 	testgrpc.RegisterTestServiceServer(srv, f)
 	go func() { _ = srv.Serve(lis) }()
@@ -31,7 +31,7 @@ func inBubble(t *testing.T, f *faultServer, yamlConfig string, srvOpts ...grpc.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient("passthrough:///bufnet",
+	conn, err := grpc.NewClient("passthrough:///mem",
 		append(chain.DialOptions(),
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 			grpc.WithTransportCredentials(insecure.NewCredentials()))...)

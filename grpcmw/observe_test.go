@@ -16,14 +16,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/memnet"
 	"github.com/meshless/meshless/otelmw"
 )
 
-// observed runs a chain in a synctest bubble over bufconn with otelmw on an
+// observed runs a chain in a synctest bubble over memnet with otelmw on an
 // SDK reader, and returns the client, the chain, the metric values by
 // series and a stop to call before the bubble's function returns.
 func observed(t *testing.T, f *faultServer, yamlConfig string) (testgrpc.TestServiceClient, *grpcmw.Chain, func() map[string]int64, func()) {
@@ -34,7 +34,7 @@ func observed(t *testing.T, f *faultServer, yamlConfig string) (testgrpc.TestSer
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis := bufconn.Listen(1 << 20)
+	lis := memnet.Listen()
 	srv := grpc.NewServer()
 	testgrpc.RegisterTestServiceServer(srv, f)
 	go func() { _ = srv.Serve(lis) }()
@@ -46,7 +46,7 @@ func observed(t *testing.T, f *faultServer, yamlConfig string) (testgrpc.TestSer
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient("passthrough:///bufnet",
+	conn, err := grpc.NewClient("passthrough:///mem",
 		append(chain.DialOptions(),
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 			grpc.WithTransportCredentials(insecure.NewCredentials()))...)

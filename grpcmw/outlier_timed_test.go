@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/memnet"
 	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/resilience"
 )
@@ -50,7 +50,7 @@ outlierDetection:
 func TestASlowPodIsEjectedOnTheCallPathsTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		delays := []time.Duration{100 * time.Millisecond, 5 * time.Millisecond, 0, 39 * time.Millisecond}
-		lis := map[string]*bufconn.Listener{}
+		lis := map[string]*memnet.Listener{}
 		var st resolver.State
 		var srvs []*grpc.Server
 		var fs []*faultServer
@@ -61,7 +61,7 @@ func TestASlowPodIsEjectedOnTheCallPathsTime(t *testing.T) {
 				time.Sleep(d)
 				return &testgrpc.SimpleResponse{}, nil
 			})
-			l := bufconn.Listen(1 << 16)
+			l := memnet.Listen()
 			lis[addr] = l
 			srv := grpc.NewServer()
 			testgrpc.RegisterTestServiceServer(srv, f)

@@ -18,9 +18,9 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/memnet"
 )
 
 // poolServer is a backend of fixed capacity: workers calls at a time, each
@@ -83,13 +83,13 @@ func (r loadResult) String() string {
 	return fmt.Sprintf("%.0f OK/s (%d of %d calls), p99 %v, %.2f backend requests per call", r.goodput(), r.ok, r.calls, r.p99, r.perCall())
 }
 
-// offerLoad runs, in the calling synctest bubble, a poolServer over bufconn
+// offerLoad runs, in the calling synctest bubble, a poolServer over memnet
 // and a client (through chain when it is not nil, with deadline per call
 // otherwise) that starts rate calls a second for d, each in its own
 // goroutine, whatever the answers.
 func offerLoad(t *testing.T, srv *poolServer, chain *grpcmw.Chain, deadline time.Duration, rate float64, d time.Duration) loadResult {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
+	lis := memnet.Listen()
 	gs := grpc.NewServer()
 	testgrpc.RegisterTestServiceServer(gs, srv)
 	go func() { _ = gs.Serve(lis) }()
@@ -99,7 +99,7 @@ func offerLoad(t *testing.T, srv *poolServer, chain *grpcmw.Chain, deadline time
 	if chain != nil {
 		opts = append(opts, chain.DialOptions()...)
 	}
-	conn, err := grpc.NewClient("passthrough:///bufconn", opts...)
+	conn, err := grpc.NewClient("passthrough:///mem", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

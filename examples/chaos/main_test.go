@@ -16,13 +16,14 @@ import (
 	"github.com/meshless/meshless/circuitbreaker"
 	meshconfig "github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/memnet"
 )
 
 // Every call's goroutine, every connection and every server must be over
 // when run returns.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// listenMem is an in-memory listener for gRPC (listenPipe's): inside a
+// listenMem is an in-memory listener for gRPC (package memnet): inside a
 // synctest bubble, a goroutine blocked on it is durably blocked, as one
 // blocked on a socket is not, so the bubble's fake time can advance.
 //
@@ -33,10 +34,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // about forty runs of the suite, Go 1.26.8). net.Pipe arms no timer until
 // a deadline is set.
 func listenMem() (net.Listener, string, []grpc.DialOption, error) {
-	lis, _, _, _ := listenPipe()
-	p := lis.(*pipeListener)
-	dial := func(ctx context.Context, _ string) (net.Conn, error) { return p.DialContext(ctx) }
-	return lis, "passthrough:///pipe", []grpc.DialOption{grpc.WithContextDialer(dial)}, nil
+	lis := memnet.Listen()
+	return lis, "passthrough:///mem", []grpc.DialOption{grpc.WithContextDialer(lis.Dialer())}, nil
 }
 
 // runInBubble plays cfg in a synctest bubble over net.Pipe (listenMem,

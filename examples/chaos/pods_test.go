@@ -15,25 +15,27 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/meshless/meshless/internal/memnet"
 )
 
 // memPods is the pods' network in the tests: an in-memory listener per pod
-// (listenPipe's; see listenMem for why not bufconn), reached by its
+// (package memnet; see listenMem for why not bufconn), reached by its
 // address.
 type memPods struct {
 	mu  sync.Mutex
-	lis map[string]*pipeListener
+	lis map[string]*memnet.Listener
 }
 
 func (b *memPods) listen(i int) (net.Listener, string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.lis == nil {
-		b.lis = map[string]*pipeListener{}
+		b.lis = map[string]*memnet.Listener{}
 	}
 	addr := fmt.Sprintf("pod-%d", i+1)
-	l, _, _, _ := listenPipe()
-	b.lis[addr] = l.(*pipeListener)
+	l := memnet.Listen()
+	b.lis[addr] = l
 	return l, addr, nil
 }
 
