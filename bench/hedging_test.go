@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/memnet"
 )
 
 // tailServer answers each request after a latency drawn from a seeded
@@ -65,12 +66,12 @@ type tailResult struct {
 }
 
 // runTail makes calls sequential calls through a meshless chain built
-// from yamlConfig against a tailServer, over bufconn, in a synctest bubble:
+// from yamlConfig against a tailServer, in memory, in a synctest bubble:
 // every duration is virtual time, exact and reproducible.
 func runTail(t *testing.T, name, yamlConfig string, calls int) (res tailResult) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := &tailServer{rnd: rand.New(rand.NewPCG(14, 11))}
-		lis := bufconn.Listen(1 << 20)
+		lis := memnet.Listen() // not bufconn: see package memnet
 		gs := grpc.NewServer()
 		testgrpc.RegisterTestServiceServer(gs, srv)
 		go func() { _ = gs.Serve(lis) }()

@@ -27,15 +27,15 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/memnet"
 )
 
 // Goodput under overload (docs/benchmarks.md): a backend of fixed capacity
 // (8 workers × 20ms = 400 calls a second, 16 more queued, UNAVAILABLE for
 // the rest) is offered 1×, 1.5×, 2× and 3× its capacity, open loop, for 5 s
-// of virtual time (testing/synctest over bufconn: every latency and deadline
+// of virtual time (testing/synctest in memory: every latency and deadline
 // is exact, however loaded the machine), by five clients in turn, each with
 // a 500ms deadline per attempt and 3 attempts on UNAVAILABLE where it
 // retries. Reproduce: go test -run TestGoodputUnderOverload -v ./bench
@@ -150,7 +150,7 @@ func (r ovResult) perCall() float64 { return float64(r.reached) / float64(r.call
 // ovOffer runs one client against a fresh backend, in the calling bubble.
 func ovOffer(t *testing.T, c ovClient, load float64) ovResult {
 	srv := newPool()
-	lis := bufconn.Listen(1 << 20)
+	lis := memnet.Listen() // not bufconn: see package memnet
 	gs := grpc.NewServer()
 	testgrpc.RegisterTestServiceServer(gs, srv)
 	go func() { _ = gs.Serve(lis) }()
@@ -159,7 +159,7 @@ func ovOffer(t *testing.T, c ovClient, load float64) ovResult {
 	defer done()
 	opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	conn, err := grpc.NewClient("passthrough:///bufconn", opts...)
+	conn, err := grpc.NewClient("passthrough:///mem", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestGoodputUnderOverload(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "capacity %.0f calls/s (%d workers × %v, queue %d, UNAVAILABLE beyond); %v per load, virtual time (synctest + bufconn)\n\n",
+	fmt.Fprintf(&b, "capacity %.0f calls/s (%d workers × %v, queue %d, UNAVAILABLE beyond); %v per load, virtual time (synctest, in memory)\n\n",
 		ovCapacity, ovWorkers, ovWork, ovQueue, ovRun)
 	fmt.Fprintf(&b, "| client | offered | OK calls/s | %% of capacity | p99 | backend requests per call |\n|---|---|---|---|---|---|\n")
 	for j, load := range loads {
