@@ -3,6 +3,7 @@ package picknote
 import (
 	"context"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,9 +22,10 @@ type Endpoint interface {
 // keep an attempt's context after the attempt. Notes are carved from
 // blocks (see [New]).
 //
-// The pick and Took run on the attempt's goroutine (a unary call picks on
-// its caller's goroutine, Done included, before the invoker returns), so
-// the endpoint needs no synchronisation.
+// The pick and Took of a unary attempt run on the attempt's goroutine (a
+// unary call picks on its caller's goroutine, Done included, before the
+// invoker returns), so its note needs no synchronisation. A stream's may
+// not (see [NewShared]).
 type Note struct {
 	context.Context
 	picked Endpoint
@@ -62,6 +64,49 @@ func New(ctx context.Context) *Note {
 	n := &b.notes[0]
 	n.Context = ctx
 	return n
+}
+
+// NewShared returns a note for an attempt whose pick and end may run on
+// different goroutines: a stream's. gRPC picks a stream's endpoint when the
+// stream is made, and again on whichever goroutine sends or receives when
+// it retries the stream transparently, while the stream may end on
+// another (the caller's receive, its context's end). Its Picked and Took
+// hold a lock. It is an allocation of its own: a stream costs far more.
+func NewShared(ctx context.Context) *Note {
+	s := new(sharedNote)
+	s.note.Context = ctx
+	s.note.picked = &s.slot
+	return &s.note
+}
+
+// sharedNote is a shared note and the slot its pick is kept in.
+type sharedNote struct {
+	note Note
+	slot slot
+}
+
+// slot is a shared note's pick, behind a lock. It is the note's picked
+// endpoint from the start: Picked finds it there and stores the pick in
+// it; Took is passed on to the pick it holds.
+type slot struct {
+	mu     sync.Mutex
+	picked Endpoint
+}
+
+func (s *slot) set(e Endpoint) {
+	s.mu.Lock()
+	s.picked = e
+	s.mu.Unlock()
+}
+
+// Took passes the attempt's end to the endpoint last picked.
+func (s *slot) Took(err error, took time.Duration) {
+	s.mu.Lock()
+	e := s.picked
+	s.mu.Unlock()
+	if e != nil {
+		e.Took(err, took)
+	}
 }
 
 // blockLen is how many notes one allocation makes.
@@ -111,7 +156,13 @@ func From(ctx context.Context) *Note {
 // Picked notes the endpoint the attempt was picked to. gRPC may pick again
 // within one attempt (a transparent retry of a stream that no server
 // accepted): the last pick's endpoint is the one the attempt ran on.
-func (n *Note) Picked(e Endpoint) { n.picked = e }
+func (n *Note) Picked(e Endpoint) {
+	if s, ok := n.picked.(*slot); ok { // a shared note's
+		s.set(e)
+		return
+	}
+	n.picked = e
+}
 
 // Took passes the attempt's error and duration to the endpoint of its last
 // pick, if one was noted.

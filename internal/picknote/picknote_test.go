@@ -153,6 +153,73 @@ func TestANoteIsNeverHandedOutTwice(t *testing.T) {
 	}
 }
 
+// countingEndpoint counts what it is told; it may be told from any
+// goroutine.
+type countingEndpoint struct {
+	mu    sync.Mutex
+	calls int
+	took  time.Duration
+}
+
+func (e *countingEndpoint) Took(_ error, took time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls, e.took = e.calls+1, took
+}
+
+// A shared note (a stream's) is picked on one goroutine and again on
+// others (transparent retries) while its attempt ends on yet another: the
+// end reaches the endpoint of the last pick, once, and -race sees no race.
+// Its context is its parent's, as a note's.
+func TestASharedNoteIsPickedAndEndedOnOtherGoroutines(t *testing.T) {
+	for range 200 {
+		n := picknote.NewShared(context.WithValue(t.Context(), ctxKey("k"), "v"))
+		if picknote.From(n) != n || n.Value(ctxKey("k")) != "v" {
+			t.Fatal("a shared note is not found, or does not pass its parent's values")
+		}
+		first, last := new(countingEndpoint), new(countingEndpoint)
+		picked := make(chan struct{})
+		go func() {
+			n.Picked(first) // the pick when the stream is made
+			close(picked)
+		}()
+		<-picked // what the caller learns: its stream was made
+		repicked := make(chan struct{})
+		go func() {
+			n.Picked(last) // a transparent retry, on a sending goroutine
+			close(repicked)
+		}()
+		var ended sync.WaitGroup
+		ended.Go(func() {
+			<-repicked // the stream ends after the retry's pick
+			n.Took(nil, 5*time.Millisecond)
+		})
+		ended.Wait()
+		if first.calls != 0 || last.calls != 1 || last.took != 5*time.Millisecond {
+			t.Fatalf("first told %d times, last %d times (%v): want the last pick's endpoint told once, 5ms", first.calls, last.calls, last.took)
+		}
+	}
+	picknote.NewShared(t.Context()).Took(nil, time.Second) // no pick: tells no one, no panic
+}
+
+// The end and a pick of a shared note may also race: the pick may come
+// while the end is told (a retry's pick in flight when the context ended).
+// Either endpoint is then told, once; -race sees no data race.
+func TestASharedNotesEndMayRaceItsPick(t *testing.T) {
+	for range 200 {
+		n := picknote.NewShared(t.Context())
+		a, b := new(countingEndpoint), new(countingEndpoint)
+		n.Picked(a)
+		var wg sync.WaitGroup
+		wg.Go(func() { n.Picked(b) })
+		wg.Go(func() { n.Took(nil, time.Millisecond) })
+		wg.Wait()
+		if a.calls+b.calls != 1 {
+			t.Fatalf("told %d + %d times, want once", a.calls, b.calls)
+		}
+	}
+}
+
 func ExampleNote() {
 	note := picknote.New(context.Background())
 	// … the attempt runs with note as its context; the picker notes the
