@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/engine"
+	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/retry"
 )
@@ -45,6 +47,7 @@ type hedgedState struct {
 	streamer   grpc.Streamer
 	opts       []grpc.CallOption
 	stopWatch  func() bool
+	timed      bool // the balancer times calls: each copy's context is a note
 
 	mu        sync.Mutex
 	req       any
@@ -66,13 +69,14 @@ type hedgedCopy struct {
 	cs      grpc.ClientStream
 	cancel  context.CancelFunc
 	trailer metadata.MD
+	note    *picknote.Note // when timed, until the copy is finished
 	first   proto.Message
 	live    bool
 	eof     bool // the stream ended OK before any response
 }
 
-func newHedgedStream(ctx context.Context, m *engine.Method, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) grpc.ClientStream {
-	s := &hedgedState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts}
+func newHedgedStream(ctx context.Context, m *engine.Method, timed bool, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) grpc.ClientStream {
+	s := &hedgedState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts, timed: timed}
 	s.call = m.Begin(ctx, true)
 	s.ctx, s.cancel = context.WithCancel(s.call.Context())
 	s.stopWatch = context.AfterFunc(s.ctx, func() { s.finish(s.ctx.Err()) })
@@ -101,7 +105,7 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 			if c := &s.copies[i]; i+1 != winner && c.live {
 				c.live = false
 				c.cancel()
-				s.call.FinishCopy(&c.adm, &c.dl, status.Error(codes.Canceled, "grpcmw: hedged copy lost"))
+				s.finishCopy(c, status.Error(codes.Canceled, "grpcmw: hedged copy lost"))
 			}
 		}
 	}()
@@ -142,6 +146,10 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 		}
 	}()
 	sctx, scancel := context.WithCancel(actx)
+	if s.timed { // the pick notes its endpoint; finishCopy times it
+		c.note = picknote.NewShared(sctx)
+		sctx = c.note
+	}
 	stop := context.AfterFunc(ctx, func() {
 		// The hedge cancels this copy. When the call's own context has
 		// ended (its deadline), so does the copy's, which derives from it,
@@ -174,7 +182,7 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 		if !stop() {
 			// Lost already: the hedge cancelled this copy.
 			scancel()
-			return s.call.FinishCopy(&c.adm, &c.dl, ctx.Err())
+			return s.finishCopy(c, ctx.Err())
 		}
 		c.cs, c.cancel, c.live = cs, scancel, true
 		return nil
@@ -183,10 +191,38 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 	scancel()
 	if err == io.EOF {
 		c.eof = true
-		s.call.FinishCopy(&c.adm, &c.dl, nil)
+		s.finishCopy(c, nil)
 		return nil // ended OK without a response: an answer
 	}
-	return withPushback(s.call.FinishCopy(&c.adm, &c.dl, err), c.trailer)
+	return withPushback(s.finishCopy(c, err), c.trailer)
+}
+
+// finishCopy ends copy c, which copy admitted, with err (nil for a stream
+// that ended OK): its deadline and gates, and, when the balancer times
+// calls, the endpoint its pick noted, told the engine's reading of how long
+// the copy took. A copy is finished once, by the goroutine that holds it:
+// its own in the hedge, then the one that ends the committed copy.
+func (s *hedgedState) finishCopy(c *hedgedCopy, err error) error {
+	took, err2 := s.call.FinishCopy(&c.adm, &c.dl, err)
+	s.tellTook(c, err, took)
+	return err2
+}
+
+// finishCommitted is finishCopy for the committed copy, once the hedge is
+// over: the call's last end is then its end, which the call's own end
+// takes instead of reading the clock again (Call.End).
+func (s *hedgedState) finishCommitted(c *hedgedCopy, err error) {
+	took, _ := s.call.FinishTimed(&c.adm, &c.dl, err)
+	s.tellTook(c, err, took)
+}
+
+// tellTook tells the endpoint copy c's pick noted, if it is timed, how the
+// copy ended and how long it took.
+func (s *hedgedState) tellTook(c *hedgedCopy, err error, took time.Duration) {
+	if c.note != nil {
+		c.note.Took(err, took)
+		c.note = nil
+	}
 }
 
 // finish ends the stream once, giving the committed copy's permits back.
@@ -203,7 +239,7 @@ func (s *hedgedState) finish(err error) {
 		if err == io.EOF {
 			err = nil
 		}
-		s.call.FinishCopy(&w.adm, &w.dl, err)
+		s.finishCommitted(w, err)
 	}
 	s.stopWatch()
 	s.cancel()

@@ -3,6 +3,7 @@ package grpcmw_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
@@ -126,6 +128,57 @@ func TestTheOutlierBalancerReadsNoClockOfItsOwn(t *testing.T) {
 	for name, yaml := range map[string]string{"unhedged": slowCallsYAML, "hedged": hedged} {
 		t.Run(name, func(t *testing.T) { balancerReadsNoClock(t, yaml) })
 	}
+	// A stream's attempts are timed by the call path too: with the
+	// detector on, a stream reads the clock as often as with it off, and
+	// at most twice for its attempt (its commit at the first response, its
+	// end) and once for the call (its start), a hedged one's included.
+	for name, yaml := range map[string]string{"stream": slowCallsYAML, "hedged-stream": hedged} {
+		t.Run(name, func(t *testing.T) {
+			off := strings.Replace(yaml, "slowCalls: {", "slowCalls: { enabled: false,", 1)
+			on, without := streamClockReads(t, yaml), streamClockReads(t, off)
+			t.Logf("a stream reads the clock %v times with the slow-call detector on, %v with it off", on, without)
+			if on > without {
+				t.Fatalf("a stream reads the clock %v times with the slow-call detector on, %v with it off: the balancer reads it too", on, without)
+			}
+			if on > 3 {
+				t.Fatalf("a stream of one attempt reads the clock %v times, want at most 3", on)
+			}
+		})
+	}
+}
+
+// streamClockReads returns how many times a server-streaming call of one
+// response, read to its end, reads the chain's clock, on the average of 30
+// (the balancer's included: the chain gives it its clock).
+func streamClockReads(t *testing.T, yaml string) float64 {
+	addrs, _, _ := pods(t, 3, func(int) (*testgrpc.SimpleResponse, error) { return &testgrpc.SimpleResponse{}, nil })
+	clk := &countingClock{Clock: resilience.SystemClock()}
+	client, chain := dialPods(t, addrs, yaml, grpcmw.WithClock(clk))
+	if chain.Outlier() == nil {
+		t.Fatal("no outlier balancer")
+	}
+	stream := func() {
+		s, err := client.StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{
+			ResponseParameters: []*testgrpc.ResponseParameters{{}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); err != io.EOF {
+			t.Fatalf("the stream's end: %v, want io.EOF", err)
+		}
+	}
+	for range 3 { // connects, and builds the method's policies
+		stream()
+	}
+	const streams = 30
+	before := clk.reads.Load()
+	for range streams {
+		stream()
+	}
+	return float64(clk.reads.Load()-before) / streams
 }
 
 func balancerReadsNoClock(t *testing.T, yaml string) {
@@ -225,4 +278,103 @@ outlierDetection: {}
 			t.Errorf("the first copy's endpoint was told %d times, last %v after %v; want once, Canceled after 15ms", first.calls, first.err, first.took)
 		}
 	})
+}
+
+// Issue 24 items 2 and 4, for streams: each attempt of a stream made
+// through the chain's interceptor, each copy of a hedged stream, is timed
+// by the engine in a note of its own, from its start to its end, and the
+// endpoint its pick noted is told the time and the stream's status; the
+// picker reads no clock. The pick runs on the caller's goroutine, the end
+// on another (a shared note). In a testing/synctest bubble, with a streamer
+// that picks as gRPC would.
+func TestEachStreamAttemptIsTimedByTheCallPath(t *testing.T) {
+	unavailable := status.Error(codes.Unavailable, "down")
+	for _, c := range []struct {
+		name, yaml string
+		end        error // how the stream ends, after its response
+		want       error // what the endpoint is told
+	}{
+		{"stream", "defaults: { circuitBreaker: { enabled: false } }", io.EOF, nil},
+		{"stream-failing", "defaults: { circuitBreaker: { enabled: false }, retry: { enabled: false } }", unavailable, unavailable},
+		{"hedged-stream", "defaults: { circuitBreaker: { enabled: false }, hedging: { maxAttempts: 2, hedgingDelay: 10ms } }", io.EOF, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				chain := chainFor(t, c.yaml+"\noutlierDetection: {}\n")
+				var mu sync.Mutex
+				var eps []*tookRecorder
+				streamer := func(ctx context.Context, _ *grpc.StreamDesc, _ *grpc.ClientConn, _ string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
+					note := picknote.From(ctx)
+					if note == nil {
+						t.Error("a stream attempt's context carries no note")
+						return nil, status.Error(codes.Internal, "no note")
+					}
+					e := new(tookRecorder)
+					mu.Lock()
+					eps = append(eps, e)
+					mu.Unlock()
+					note.Picked(e)
+					return &timedStream{ctx: ctx, end: c.end}, nil
+				}
+				desc := &grpc.StreamDesc{StreamName: "StreamingOutputCall", ServerStreams: true}
+				cs, err := chain.StreamClientInterceptor()(t.Context(), desc, nil,
+					"/grpc.testing.TestService/StreamingOutputCall", streamer)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.SendMsg(&testgrpc.StreamingOutputCallRequest{}); err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.CloseSend(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error)
+				go func() { // the stream is read, and ends, on another goroutine
+					if err := cs.RecvMsg(new(testgrpc.StreamingOutputCallResponse)); err != nil {
+						done <- err
+						return
+					}
+					done <- cs.RecvMsg(new(testgrpc.StreamingOutputCallResponse))
+				}()
+				if err := <-done; err != c.end {
+					t.Fatalf("the stream ended with %v, want %v", err, c.end)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(eps) != 1 {
+					t.Fatalf("%d attempts, want 1", len(eps))
+				}
+				e := eps[0]
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				if e.calls != 1 || status.Code(e.err) != status.Code(c.want) || e.took != 7*time.Millisecond {
+					t.Errorf("the endpoint was told %d times, last %v after %v; want once, %v after 7ms", e.calls, e.err, e.took, c.want)
+				}
+			})
+		})
+	}
+}
+
+// timedStream is a server stream that answers one response 3 ms after it
+// is first read, and ends 4 ms later with end.
+type timedStream struct {
+	ctx  context.Context
+	end  error
+	read int
+}
+
+func (s *timedStream) Header() (metadata.MD, error) { return nil, nil }
+func (s *timedStream) Trailer() metadata.MD         { return nil }
+func (s *timedStream) CloseSend() error             { return nil }
+func (s *timedStream) Context() context.Context     { return s.ctx }
+func (s *timedStream) SendMsg(any) error            { return nil }
+
+func (s *timedStream) RecvMsg(any) error {
+	s.read++
+	if s.read == 1 {
+		time.Sleep(3 * time.Millisecond)
+		return nil
+	}
+	time.Sleep(4 * time.Millisecond)
+	return s.end
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/engine"
+	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/internal/pipeline"
 )
 
@@ -42,9 +43,9 @@ func (c *Chain) StreamClientInterceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		m := c.lookup(fullMethod, cc)
 		if m.Hedges() && desc.ServerStreams && !desc.ClientStreams {
-			return newHedgedStream(ctx, m, desc, cc, fullMethod, streamer, opts), nil // hedge_stream.go
+			return newHedgedStream(ctx, m, c.timed, desc, cc, fullMethod, streamer, opts), nil // hedge_stream.go
 		}
-		return newStream(ctx, m, &c.opts, desc, cc, fullMethod, streamer, opts)
+		return newStream(ctx, m, &c.opts, c.timed, desc, cc, fullMethod, streamer, opts)
 	}
 }
 
@@ -67,9 +68,11 @@ type streamState struct {
 	replay     bool // the method retries: replayable until the call commits
 	limit      int  // the replay buffer's limit, in bytes
 	stopWatch  func() bool
+	timed      bool // the balancer times calls: each attempt's context is a note
 
 	mu        sync.Mutex
 	cur       grpc.ClientStream
+	note      *picknote.Note // the current attempt's, when timed, until it is finished
 	trailer   metadata.MD
 	cancelCur context.CancelFunc
 	adm       pipeline.Admission       // the current attempt's permits
@@ -83,9 +86,9 @@ type streamState struct {
 	done      bool
 }
 
-func newStream(ctx context.Context, m *engine.Method, o *options, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+func newStream(ctx context.Context, m *engine.Method, o *options, timed bool, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	s := &streamState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts,
-		replay: m.StreamRetries(), limit: o.retryBufferLimit}
+		replay: m.StreamRetries(), limit: o.retryBufferLimit, timed: timed}
 	s.call = m.Begin(ctx, true)
 	s.ctx, s.cancel = context.WithCancel(s.call.Context())
 	// No other goroutine knows s until it is returned: no lock is needed yet.
@@ -129,6 +132,10 @@ func (s *streamState) open() (err error) {
 		}
 	}()
 	actx, cancel := context.WithCancel(actx)
+	if s.timed { // the pick notes its endpoint; finishAttempt times it
+		s.note = picknote.NewShared(actx)
+		actx = s.note
+	}
 	opts := s.opts
 	if s.m.ReadsPushback() {
 		s.trailer = nil
@@ -141,10 +148,25 @@ func (s *streamState) open() (err error) {
 	opened = true
 	if err != nil {
 		cancel()
-		return s.call.Finish(&s.adm, &s.dl, err)
+		return s.finishAttempt(err)
 	}
 	s.cur, s.cancelCur = cs, cancel
 	return nil
+}
+
+// finishAttempt ends the current attempt, which open admitted, with err
+// (nil for a stream that ended OK): its deadline and gates, and, when the
+// balancer times calls, the endpoint its pick noted, told the engine's
+// reading of how long the attempt took (the outlier balancer's slow-call
+// detector). Called with s.mu held, or before s is shared.
+func (s *streamState) finishAttempt(err error) error {
+	if s.note == nil {
+		return s.call.Finish(&s.adm, &s.dl, err)
+	}
+	took, ferr := s.call.FinishTimed(&s.adm, &s.dl, err)
+	s.note.Took(err, took)
+	s.note = nil
+	return ferr
 }
 
 // replayLocked sends the buffered requests on a new attempt's stream.
@@ -169,7 +191,7 @@ func (s *streamState) settleLocked(err error) {
 	if err == io.EOF {
 		err = nil
 	}
-	s.call.Finish(&s.adm, &s.dl, err)
+	s.finishAttempt(err)
 	if s.cancelCur != nil {
 		s.cancelCur()
 	}

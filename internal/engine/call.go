@@ -81,11 +81,11 @@ func (c *Call) Admit(ctx context.Context, a *pipeline.Admission, n int) (context
 	return actx, d, err
 }
 
-// FinishCopy is [Call.Finish] for one of a hedged call's concurrent copies:
-// it records no last end in c, which the copies share.
-func (c *Call) FinishCopy(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) error {
-	_, err = c.finish(a, d, err)
-	return err
+// FinishCopy is [Call.FinishTimed] for one of a hedged call's concurrent
+// copies: it records no last end in c, which the copies share.
+func (c *Call) FinishCopy(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) (time.Duration, error) {
+	end, err := c.finish(a, d, err)
+	return end.Sub(a.Start()), err
 }
 
 // Wait sleeps a backoff; false when the call's context ended first (the

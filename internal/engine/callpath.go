@@ -323,6 +323,15 @@ func (c *Call) Finish(a *pipeline.Admission, d *deadline.AttemptDeadline, err er
 	return err
 }
 
+// FinishTimed is [Call.Finish] that also returns how long the attempt
+// took: from its start, before its gates, to the end Finish read, the time
+// a [Timed] attempt is told. A stream's attempts, which the engine does not
+// make itself, are timed with it.
+func (c *Call) FinishTimed(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) (time.Duration, error) {
+	c.last, err = c.finish(a, d, err)
+	return c.last.Sub(a.Start()), err
+}
+
 // finish is Finish without recording the end in c, which it returns.
 func (c *Call) finish(a *pipeline.Admission, d *deadline.AttemptDeadline, err error) (time.Time, error) {
 	var end time.Time
