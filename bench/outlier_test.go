@@ -296,8 +296,9 @@ func BenchmarkOutlierCallPaired(b *testing.B) {
 // pick and Done over the same four READY endpoints, in alternating blocks
 // (benchHotPaired). "noted" is a unary call through grpcmw's interceptor:
 // its note made per call (a sixteenth of an allocation), the
-// pick, Done, and the engine's time passed on; "spans" is any other call,
-// timed by the picker with two reads of the monotonic clock.
+// pick, Done, and the engine's time passed on; "noted_shared" a stream's
+// attempt; "spans" a call of a client without the interceptor, timed by
+// the picker with two reads of the monotonic clock.
 func BenchmarkOutlierPickPaired(b *testing.B) {
 	grpcOD, closeOD := readyPicker(b, "outlier_detection_experimental", grpcODDefaults, 4)
 	defer closeOD()
@@ -321,6 +322,16 @@ func BenchmarkOutlierPickPaired(b *testing.B) {
 	})
 	b.Run("spans", func(b *testing.B) {
 		benchHotPaired(b, peer, func() { pickDone(p, ctx) })
+	})
+	// "noted, shared": a stream's attempt through the interceptor. Its note
+	// is an allocation of its own, and its pick and end take a lock: they
+	// may run on different goroutines (picknote.NewShared).
+	b.Run("noted_shared", func(b *testing.B) {
+		benchHotPaired(b, peer, func() {
+			note := picknote.NewShared(ctx)
+			pickDone(p, note)
+			note.Took(nil, time.Millisecond)
+		})
 	})
 	// "noted, under gRPC's contexts": as gRPC picks, with two contexts of
 	// its own made per call above the attempt's (the call's and the
