@@ -71,18 +71,25 @@ func New(ctx context.Context) *Note {
 // stream is made, and again on whichever goroutine sends or receives when
 // it retries the stream transparently, while the stream may end on
 // another (the caller's receive, its context's end). Its Picked and Took
-// hold a lock. It is an allocation of its own: a stream costs far more.
-func NewShared(ctx context.Context) *Note {
-	s := new(sharedNote)
+// hold a lock. It is an allocation of its own; [Shared] is one to embed
+// in what a stream allocates anyway.
+func NewShared(ctx context.Context) *Note { return new(Shared).Init(ctx) }
+
+// Shared is a shared note's memory (see [NewShared]), to embed in a value
+// that holds an attempt's state, so that the note costs no allocation of
+// its own: a stream's first attempt's, a hedged stream's copy's.
+type Shared struct {
+	note Note
+	slot slot
+}
+
+// Init makes s a note for an attempt with ctx, and returns it. A note is
+// had by one attempt only: s must be one no attempt has had (zero), as
+// every note [New] and NewShared return is.
+func (s *Shared) Init(ctx context.Context) *Note {
 	s.note.Context = ctx
 	s.note.picked = &s.slot
 	return &s.note
-}
-
-// sharedNote is a shared note and the slot its pick is kept in.
-type sharedNote struct {
-	note Note
-	slot slot
 }
 
 // slot is a shared note's pick, behind a lock. It is the note's picked

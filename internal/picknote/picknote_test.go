@@ -202,6 +202,29 @@ func TestASharedNoteIsPickedAndEndedOnOtherGoroutines(t *testing.T) {
 	picknote.NewShared(t.Context()).Took(nil, time.Second) // no pick: tells no one, no panic
 }
 
+// A shared note in the memory of what holds its attempt's state costs no
+// allocation: Init, the pick and the end allocate nothing.
+func TestASharedNoteInItsHoldersMemoryAllocatesNothing(t *testing.T) {
+	e := new(countingEndpoint)
+	holders := make([]struct {
+		other int
+		note  picknote.Shared
+	}, 1001)
+	i := 0
+	if n := testing.AllocsPerRun(1000, func() {
+		note := holders[i].note.Init(t.Context())
+		i++
+		sink = note
+		picknote.From(sink).Picked(e)
+		note.Took(nil, time.Millisecond)
+	}); n != 0 {
+		t.Fatalf("%v allocations per shared note in its holder's memory, want 0", n)
+	}
+	if e.calls != 1001 {
+		t.Fatalf("the endpoint was told %d times, want 1001", e.calls)
+	}
+}
+
 // The end and a pick of a shared note may also race: the pick may come
 // while the end is told (a retry's pick in flight when the context ended).
 // Either endpoint is then told, once; -race sees no data race.
