@@ -69,7 +69,8 @@ type hedgedCopy struct {
 	cs      grpc.ClientStream
 	cancel  context.CancelFunc
 	trailer metadata.MD
-	note    *picknote.Note // when timed, until the copy is finished
+	note    *picknote.Note  // when timed, until the copy is finished
+	shared  picknote.Shared // note's memory: each copy is made once
 	first   proto.Message
 	live    bool
 	eof     bool // the stream ended OK before any response
@@ -147,7 +148,7 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 	}()
 	sctx, scancel := context.WithCancel(actx)
 	if s.timed { // the pick notes its endpoint; finishCopy times it
-		c.note = picknote.NewShared(sctx)
+		c.note = c.shared.Init(sctx)
 		sctx = c.note
 	}
 	stop := context.AfterFunc(ctx, func() {

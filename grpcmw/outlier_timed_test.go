@@ -293,16 +293,19 @@ func TestEachStreamAttemptIsTimedByTheCallPath(t *testing.T) {
 		name, yaml string
 		end        error // how the stream ends, after its response
 		want       error // what the endpoint is told
+		retried    bool  // the first attempt fails before its response, after 2ms, and is retried
 	}{
-		{"stream", "defaults: { circuitBreaker: { enabled: false } }", io.EOF, nil},
-		{"stream-failing", "defaults: { circuitBreaker: { enabled: false }, retry: { enabled: false } }", unavailable, unavailable},
-		{"hedged-stream", "defaults: { circuitBreaker: { enabled: false }, hedging: { maxAttempts: 2, hedgingDelay: 10ms } }", io.EOF, nil},
+		{"stream", "defaults: { circuitBreaker: { enabled: false } }", io.EOF, nil, false},
+		{"stream-failing", "defaults: { circuitBreaker: { enabled: false }, retry: { enabled: false } }", unavailable, unavailable, false},
+		{"stream-retried", "defaults: { circuitBreaker: { enabled: false } }", io.EOF, nil, true},
+		{"hedged-stream", "defaults: { circuitBreaker: { enabled: false }, hedging: { maxAttempts: 2, hedgingDelay: 10ms } }", io.EOF, nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				chain := chainFor(t, c.yaml+"\noutlierDetection: {}\n")
 				var mu sync.Mutex
 				var eps []*tookRecorder
+				var notes []*picknote.Note
 				streamer := func(ctx context.Context, _ *grpc.StreamDesc, _ *grpc.ClientConn, _ string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
 					note := picknote.From(ctx)
 					if note == nil {
@@ -311,9 +314,16 @@ func TestEachStreamAttemptIsTimedByTheCallPath(t *testing.T) {
 					}
 					e := new(tookRecorder)
 					mu.Lock()
-					eps = append(eps, e)
+					if slices.Contains(notes, note) {
+						t.Error("two attempts of a stream share a note")
+					}
+					eps, notes = append(eps, e), append(notes, note)
+					first := len(eps) == 1
 					mu.Unlock()
 					note.Picked(e)
+					if c.retried && first {
+						return &timedStream{ctx: ctx, fail: unavailable}, nil
+					}
 					return &timedStream{ctx: ctx, end: c.end}, nil
 				}
 				desc := &grpc.StreamDesc{StreamName: "StreamingOutputCall", ServerStreams: true}
@@ -341,10 +351,22 @@ func TestEachStreamAttemptIsTimedByTheCallPath(t *testing.T) {
 				}
 				mu.Lock()
 				defer mu.Unlock()
-				if len(eps) != 1 {
-					t.Fatalf("%d attempts, want 1", len(eps))
+				want := 1
+				if c.retried {
+					want = 2
 				}
-				e := eps[0]
+				if len(eps) != want {
+					t.Fatalf("%d attempts, want %d", len(eps), want)
+				}
+				if c.retried {
+					e := eps[0]
+					e.mu.Lock()
+					if e.calls != 1 || status.Code(e.err) != codes.Unavailable || e.took != 2*time.Millisecond {
+						t.Errorf("the failed attempt's endpoint was told %d times, last %v after %v; want once, Unavailable after 2ms", e.calls, e.err, e.took)
+					}
+					e.mu.Unlock()
+				}
+				e := eps[len(eps)-1]
 				e.mu.Lock()
 				defer e.mu.Unlock()
 				if e.calls != 1 || status.Code(e.err) != status.Code(c.want) || e.took != 7*time.Millisecond {
@@ -356,10 +378,12 @@ func TestEachStreamAttemptIsTimedByTheCallPath(t *testing.T) {
 }
 
 // timedStream is a server stream that answers one response 3 ms after it
-// is first read, and ends 4 ms later with end.
+// is first read, and ends 4 ms later with end; or, with fail, fails with
+// it 2 ms after it is first read.
 type timedStream struct {
 	ctx  context.Context
 	end  error
+	fail error
 	read int
 }
 
@@ -371,6 +395,10 @@ func (s *timedStream) SendMsg(any) error            { return nil }
 
 func (s *timedStream) RecvMsg(any) error {
 	s.read++
+	if s.fail != nil {
+		time.Sleep(2 * time.Millisecond)
+		return s.fail
+	}
 	if s.read == 1 {
 		time.Sleep(3 * time.Millisecond)
 		return nil

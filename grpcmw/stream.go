@@ -72,7 +72,9 @@ type streamState struct {
 
 	mu        sync.Mutex
 	cur       grpc.ClientStream
-	note      *picknote.Note // the current attempt's, when timed, until it is finished
+	note      *picknote.Note  // the current attempt's, when timed, until it is finished
+	noted     bool            // first has been had: later attempts' notes are their own
+	first     picknote.Shared // the first attempt's note, without an allocation of its own
 	trailer   metadata.MD
 	cancelCur context.CancelFunc
 	adm       pipeline.Admission       // the current attempt's permits
@@ -133,7 +135,11 @@ func (s *streamState) open() (err error) {
 	}()
 	actx, cancel := context.WithCancel(actx)
 	if s.timed { // the pick notes its endpoint; finishAttempt times it
-		s.note = picknote.NewShared(actx)
+		if !s.noted {
+			s.note, s.noted = s.first.Init(actx), true
+		} else {
+			s.note = picknote.NewShared(actx) // a note is never had twice
+		}
 		actx = s.note
 	}
 	opts := s.opts
