@@ -297,7 +297,7 @@ func BenchmarkOutlierCallPaired(b *testing.B) {
 // (benchHotPaired). "noted" is a unary call through grpcmw's interceptor:
 // its note made per call (a sixteenth of an allocation), the
 // pick, Done, and the engine's time passed on; "noted_shared" a stream's
-// attempt; "spans" a call of a client without the interceptor, timed by
+// attempt (noted_shared_alloc a retried stream's later one); "spans" a call of a client without the interceptor, timed by
 // the picker with two reads of the monotonic clock.
 func BenchmarkOutlierPickPaired(b *testing.B) {
 	grpcOD, closeOD := readyPicker(b, "outlier_detection_experimental", grpcODDefaults, 4)
@@ -323,10 +323,23 @@ func BenchmarkOutlierPickPaired(b *testing.B) {
 	b.Run("spans", func(b *testing.B) {
 		benchHotPaired(b, peer, func() { pickDone(p, ctx) })
 	})
-	// "noted, shared": a stream's attempt through the interceptor. Its note
-	// is an allocation of its own, and its pick and end take a lock: they
-	// may run on different goroutines (picknote.NewShared).
+	// "noted, shared": a stream's attempt through the interceptor. Its pick
+	// and end take a lock: they may run on different goroutines
+	// (picknote.Shared). Its note lives in the stream's state, which the
+	// stream allocates anyway (here a ring of them, each had once a lap);
+	// "noted_shared_alloc" is a retried stream's later attempt, whose note
+	// is an allocation of its own (picknote.NewShared).
 	b.Run("noted_shared", func(b *testing.B) {
+		ring := make([]picknote.Shared, 1024)
+		i := 0
+		benchHotPaired(b, peer, func() {
+			note := ring[i%len(ring)].Init(ctx)
+			i++
+			pickDone(p, note)
+			note.Took(nil, time.Millisecond)
+		})
+	})
+	b.Run("noted_shared_alloc", func(b *testing.B) {
 		benchHotPaired(b, peer, func() {
 			note := picknote.NewShared(ctx)
 			pickDone(p, note)
