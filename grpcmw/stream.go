@@ -166,12 +166,11 @@ func (s *streamState) open() (err error) {
 // reading of how long the attempt took (the outlier balancer's slow-call
 // detector). Called with s.mu held, or before s is shared.
 func (s *streamState) finishAttempt(err error) error {
-	if s.note == nil {
-		return s.call.Finish(&s.adm, &s.dl, err)
-	}
 	took, ferr := s.call.FinishTimed(&s.adm, &s.dl, err)
-	s.note.Took(err, took)
-	s.note = nil
+	if s.note != nil {
+		s.note.Took(err, took)
+		s.note = nil
+	}
 	return ferr
 }
 
