@@ -120,11 +120,13 @@ func (c *copies) OutsideBubble() bool { return c.outside }
 
 // A state reused outside a bubble arms its last call's stopped timer again
 // (no timer made per call), and that timer sends the next call's hedge.
-// The outcome does not hang on the real clock: the second call's first
-// copy never answers, so its hedge (at 1 ms) wins whenever it is sent.
+// The outcome does not hang on the real clock: the first call's hedge is
+// an hour away, so its first copy answers before it however slowly the
+// machine runs; the second call's first copy never answers, so its hedge
+// (at 1 ms) wins whenever it is sent.
 func TestAReusedStatesTimerSendsTheNextCallsHedge(t *testing.T) {
 	cfg := DefaultHedgeConfig()
-	cfg.MaxAttempts, cfg.HedgingDelay = 2, time.Millisecond
+	cfg.MaxAttempts, cfg.HedgingDelay = 2, time.Hour
 	h, err := NewHedge(WithHedgeConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +141,7 @@ func TestAReusedStatesTimerSendsTheNextCallsHedge(t *testing.T) {
 	if r.first != timer || timer == nil {
 		t.Fatal("a state released outside a bubble dropped its stopped timer")
 	}
+	h.cfg.HedgingDelay = time.Millisecond // read by each call; nothing else runs
 	r.caller = context.Background()
 	c := &copies{first: time.Hour, outside: true}
 	r.copies = c
@@ -164,13 +167,18 @@ func TestACallInABubbleLeavesNoTimerBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The call outside the bubble leaves a stopped timer behind: its first
+	// copy answers at once, and its hedge is an hour away, so that it does
+	// not fire however slowly the machine runs.
+	h.cfg.HedgingDelay = time.Hour
 	r := h.newRun(context.Background())
 	r.copies = &copies{outside: true}
-	if _, err := r.done(r.run()); err != nil {
-		t.Fatal(err)
+	if w, err := r.done(r.run()); err != nil || w != 1 || !r.reusable {
+		t.Fatalf("outside the bubble: winner %d, %v, reusable %v; want 1, nil, true", w, err, r.reusable)
 	}
 	kept := r.first
 	h.release(r)
+	h.cfg.HedgingDelay = cfg.HedgingDelay
 	synctest.Test(t, func(t *testing.T) {
 		// What the engine says in a bubble: not outside one.
 		r.caller, r.copies = context.Background(), &copies{first: 10 * time.Millisecond}
