@@ -77,13 +77,15 @@ func TestHedgeReusesOnlyAStateNothingCanTouch(t *testing.T) {
 
 // copies is hedgehooks.Copies for a test: copy 1 answers after first (or
 // when its context ends), a later copy at once; outside is what it says of
-// its bubble.
+// its bubble. As the contract asks, a CancelFirst that comes before copy 1
+// has derived its context ends that context as soon as it is derived.
 type copies struct {
-	first   time.Duration
-	outside bool
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	sent    int
+	first     time.Duration
+	outside   bool
+	mu        sync.Mutex
+	cancel    context.CancelFunc
+	cancelled bool // CancelFirst was called
+	sent      int
 }
 
 func (c *copies) Copy(ctx context.Context, n int) error {
@@ -91,6 +93,9 @@ func (c *copies) Copy(ctx context.Context, n int) error {
 	c.sent++
 	if n == 1 {
 		ctx, c.cancel = context.WithCancel(ctx)
+		if c.cancelled {
+			c.cancel()
+		}
 	}
 	cancel := c.cancel
 	c.mu.Unlock()
@@ -111,6 +116,7 @@ func (c *copies) Copy(ctx context.Context, n int) error {
 func (c *copies) CancelFirst() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.cancelled = true
 	if c.cancel != nil {
 		c.cancel()
 	}
