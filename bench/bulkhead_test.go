@@ -133,6 +133,63 @@ func BenchmarkBulkheadFull(b *testing.B) {
 	})
 }
 
+// BenchmarkBulkheadAtLimitParallel: a bulkhead of one permit called from
+// every core at once, so that calls are admitted and refused in turn. Around
+// a no-op the permit comes and goes as often as calls are refused (the case
+// where a full bulkhead's mark, bulkhead/slots.go, is written and taken away
+// most often); "hold-1us" holds an admitted call's permit for about a
+// microsecond (spinN steps), so that most calls are refused, as under
+// overload.
+func BenchmarkBulkheadAtLimitParallel(b *testing.B) {
+	ctx := context.Background()
+	for _, hold := range []bool{false, true} {
+		suffix := ""
+		if hold {
+			suffix = "-hold-1us"
+		}
+		b.Run("meshless-execute"+suffix, func(b *testing.B) {
+			bh := newMeshlessBulkhead(b, bulkhead.WithConfig(bulkheadConf(func(c *bulkhead.Config) { c.MaxConcurrentCalls = 1 })))
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				var x uint64
+				call := func(context.Context) error {
+					if hold {
+						x = spinFrom(x)
+					}
+					return nil
+				}
+				for pb.Next() {
+					_ = bh.Execute(ctx, call)
+				}
+			})
+		})
+		b.Run("failsafe-direct"+suffix, func(b *testing.B) {
+			bh := fsbulkhead.New[any](1)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				var x uint64
+				for pb.Next() {
+					if bh.TryAcquirePermit() {
+						if hold {
+							x = spinFrom(x)
+						}
+						bh.ReleasePermit()
+					}
+				}
+			})
+		})
+	}
+}
+
+// spinFrom is spin's work on a goroutine's own state: spinN steps of the
+// generator from x.
+func spinFrom(x uint64) uint64 {
+	for range spinN {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	return x
+}
+
 // BenchmarkBulkheadAdaptive: one call through an adaptive limiter with room.
 func BenchmarkBulkheadAdaptive(b *testing.B) {
 	ctx := context.Background()

@@ -33,6 +33,9 @@ import (
 // sample) and goes on up. On a fixed bulkhead Execute allocates nothing.
 func (b *Bulkhead) Execute(ctx context.Context, fn func(context.Context) error) error {
 	if s := b.slots; s != nil && b.rec == nil { // see fixed
+		if s.full.Load() { // marked full: refused before finding the processor
+			return b.reject(ctx, b.full.Load(), 0)
+		}
 		i := s.home()
 		if !s.tryAcquireAt(i) {
 			return b.reject(ctx, b.full.Load(), 0)
@@ -78,12 +81,13 @@ func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, 
 // fixed: on a fixed bulkhead without an observer, Execute and Apply take
 // their permit and give it back in one call each, without a permit value:
 // from and to the calling processor's shard (tryAcquireAt looks at every
-// shard, so its refusal is the bulkhead's), given back to the shard it came
-// from on every path, a panic's included. They do it inline, and call fn
-// (next) from their own frame: every frame between a caller and its call
-// costs a mispredicted return once the call has been deep in the runtime or
-// the kernel, and a helper's call costs more than its work
-// (docs/benchmarks/b4-parts.md, the depth run).
+// shard, so its refusal is the bulkhead's; a bulkhead marked full refuses
+// on one read of the mark, before it looks for the processor: slots.mark),
+// given back to the shard it came from on every path, a panic's included.
+// They do it inline, and call fn (next) from their own frame: every frame
+// between a caller and its call costs a mispredicted return once the call
+// has been deep in the runtime or the kernel, and a helper's call costs
+// more than its work (docs/benchmarks/b4-parts.md, the depth run).
 
 // Apply is [Bulkhead.Execute] in the shape of [resilience.Policy], the method
 // through which [resilience.NewChain] composes policies; it is not a second
@@ -93,6 +97,9 @@ func (b *Bulkhead) execute(ctx context.Context, fn func(context.Context) error, 
 // ([resilience.Next.Entered]); a call that waited for its permit does not.
 func (b *Bulkhead) Apply(ctx context.Context, next resilience.Next) error {
 	if s := b.slots; s != nil && b.rec == nil { // see fixed
+		if s.full.Load() { // marked full: refused before finding the processor
+			return b.reject(ctx, b.full.Load(), 0)
+		}
 		i := s.home()
 		if !s.tryAcquireAt(i) {
 			return b.reject(ctx, b.full.Load(), 0)
@@ -116,7 +123,7 @@ func (b *Bulkhead) Apply(ctx context.Context, next resilience.Next) error {
 // [Bulkhead.Execute].
 func (b *Bulkhead) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
 	if s := b.slots; s != nil && b.rec == nil { // a fixed bulkhead's permit, in one call
-		if !s.tryAcquireAt(s.home()) { // it looks at every shard
+		if s.full.Load() || !s.tryAcquireAt(s.home()) { // it looks at every shard, or at the mark
 			return ctx, resilience.Permit{}, b.reject(ctx, b.full.Load(), 0)
 		}
 		return ctx, resilience.Permit{}, nil
@@ -185,15 +192,20 @@ func (b *Bulkhead) acquire(ctx context.Context) (permit, error) {
 func (s *slots) home() int { return procpin.ID() & s.mask }
 
 // tryAcquire takes a free permit, or reports that there was none.
-func (s *slots) tryAcquire() bool { return s.tryAcquireAt(s.home()) }
+func (s *slots) tryAcquire() bool { return !s.full.Load() && s.tryAcquireAt(s.home()) }
 
-// tryAcquireAt is tryAcquire from shard i.
+// tryAcquireAt is tryAcquire from shard i. When that shard is empty, a
+// semaphore marked full refuses on one read (slots.mark); the bulkhead's
+// own calls read the mark first, before they look for their processor.
 func (s *slots) tryAcquireAt(i int) bool {
 	sh := &s.shards[i]
 	for w := sh.w.Load(); w&freeMask != 0; w = sh.w.Load() {
 		if sh.w.CompareAndSwap(w, w+acquireDelta) {
 			return true
 		}
+	}
+	if s.full.Load() {
+		return false
 	}
 	return s.acquireElsewhere(i)
 }
@@ -277,8 +289,13 @@ func (s *slots) releaseAt(i int) bool {
 	sh := &s.shards[i]
 	for w := sh.w.Load(); w&freeMask < sh.quota; w = sh.w.Load() {
 		if sh.w.CompareAndSwap(w, w+releaseDelta) {
+			s.unmark()
 			return true
 		}
 	}
-	return s.releaseElsewhere(i)
+	if !s.releaseElsewhere(i) {
+		return false
+	}
+	s.unmark()
+	return true
 }

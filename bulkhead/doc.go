@@ -85,7 +85,9 @@
 // the calling processor's shard (a non-blocking channel send and receive on
 // a bulkhead that waits): no allocation, no clock read, and no lock. A call
 // that finds its shard empty looks at the others, and is refused only when
-// every shard was empty at one instant. The clock ([WithClock]) is read only by calls that wait. An
+// every shard was empty at one instant; that call marks the bulkhead full,
+// and until a permit comes back every call is refused on one read of the
+// mark. The clock ([WithClock]) is read only by calls that wait. An
 // adaptive bulkhead takes failsafe-go's mutexes and allocates its permit
 // (one allocation a call). See docs/bulkhead.md.
 //

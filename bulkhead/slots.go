@@ -23,18 +23,31 @@ import (
 //     one shard by compare-and-swap, never below zero; every release adds
 //     one; so the permits held are the limit minus the free ones, and never
 //     more than the limit.
-//   - A rejection is exact (linearizable) but for one bounded case:
+//   - A rejection is exact (linearizable) but for two bounded cases:
 //     tryAcquire returns false when at one instant during the call every
-//     shard was empty, or after maxRounds changing views. When its own
-//     shard is empty it looks at every shard, taking a permit from the
-//     first that has one, and then reads every word again: if none changed
-//     (the versions make an unchanged word mean no operation in between;
-//     the two passes compare the sums of the words, see sum), all were
-//     empty at the instant between the two passes. If some did
-//     change, it starts over, up to maxRounds times; a call that saw the
-//     shards change under it that often, with never a free permit when it
-//     looked, is refused (only a bulkhead at its limit with permits coming
-//     and going every few nanoseconds does that).
+//     shard was empty, or after maxRounds changing views, or on the mark
+//     (below). When its own shard is empty it looks at every shard, taking
+//     a permit from the first that has one, and then reads every word
+//     again: if none changed (the versions make an unchanged word mean no
+//     operation in between; the two passes compare the sums of the words,
+//     see sum), all were empty at the instant between the two passes. If
+//     some did change, it starts over, up to maxRounds times; a call that
+//     saw the shards change under it that often, with never a free permit
+//     when it looked, is refused (only a bulkhead at its limit with permits
+//     coming and going every few nanoseconds does that).
+//   - The mark: a call refused after two agreeing passes marks the
+//     semaphore full, and every later call is refused on one read of the
+//     mark, without looking at a shard (what a full bulkhead under
+//     overload does most). Every release that finds the mark takes it
+//     away, after its permit is back. The marking call looks at every
+//     shard once more after it marked, and takes its mark back if one has
+//     a free permit: a release and a marking call each write first and
+//     read after (sequentially consistent atomics), so at least one of
+//     them sees the other — a free permit never sits under a mark that
+//     nothing will take away. A call may still be refused on the mark
+//     while a free permit is back but the call that put it back, or the
+//     marking call, has not yet taken the mark away: a window of a few
+//     instructions, only at the limit, the second bounded case.
 //   - A release goes to its own shard unless that is at its quota, then to
 //     the first shard below its quota. Since the quotas add up to the limit,
 //     a stable view of every shard at its quota means that no permit was out:
@@ -46,6 +59,12 @@ type slots struct {
 	limit  int
 	mask   int // len(shards)-1; len(shards) is a power of two
 	shards []shard
+	// full is the mark (see the contracts): 128 bytes past the fields
+	// above, which every call reads, so that marking and unmarking, which
+	// happen only at the limit, never invalidate their cache lines.
+	_    [88]byte
+	full atomic.Bool
+	_    [127]byte
 }
 
 // shard is one processor's share of the permits, alone on its cache lines
@@ -117,10 +136,36 @@ func (s *slots) acquireElsewhere(i int) bool {
 			scanned(j)
 		}
 		if s.sum() == seen {
+			s.mark()
 			return false
 		}
 	}
 	return false
+}
+
+// mark marks the semaphore full, after two passes agreed that every shard
+// was empty, and looks at every shard again: a permit given back before the
+// mark was written, by a release that then read no mark, is seen here, and
+// the mark is taken back.
+func (s *slots) mark() {
+	scanned(markBefore)
+	s.full.Store(true)
+	scanned(markAfter)
+	for j := range s.shards {
+		if s.shards[j].w.Load()&freeMask != 0 {
+			s.full.Store(false)
+			return
+		}
+	}
+}
+
+// unmark takes the mark away; a release calls it after its permit is back.
+// It writes only when the semaphore is marked, so that a release below the
+// limit only reads the mark's cache line.
+func (s *slots) unmark() {
+	if s.full.Load() {
+		s.full.Store(false)
+	}
 }
 
 func (s *slots) releaseElsewhere(i int) bool {
@@ -149,9 +194,16 @@ func (s *slots) releaseElsewhere(i int) bool {
 }
 
 // testHookScanned, when set (by tests only), is called as a scan of the
-// shards starts (j = -1) and after it has looked at shard j, so that a test
-// can move permits between the looks.
+// shards starts (j = -1), after it has looked at shard j, and just before
+// and after a call marks the semaphore full (markBefore, markAfter), so
+// that a test can move permits between the looks.
 var testHookScanned func(j int)
+
+// The points of testHookScanned around the mark.
+const (
+	markBefore = -2
+	markAfter  = -3
+)
 
 func scanned(j int) {
 	if testHookScanned != nil {

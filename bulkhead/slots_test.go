@@ -258,6 +258,91 @@ func TestSlotsGiveUpAfterMaxRounds(t *testing.T) {
 	})
 }
 
+// A call refused after two agreeing passes marks the semaphore full; the
+// calls after it are refused on the mark without looking at a shard, and a
+// release takes the mark away, so that the next call finds the permit on
+// another processor's shard.
+func TestSlotsFullIsMarked(t *testing.T) {
+	s := newSlotsN(2, 2)
+	if !s.tryAcquireAt(0) || !s.tryAcquireAt(1) {
+		t.Fatal("taking both permits failed")
+	}
+	looks := 0
+	withHook(t, func(j int) {
+		if j >= 0 {
+			looks++
+		}
+	})
+	if s.tryAcquireAt(0) {
+		t.Fatal("a third permit was granted")
+	}
+	if looks != 2 || !s.full.Load() {
+		t.Fatalf("the first refusal looked at %d shards (want 2, before its second pass, their sum) and marked full = %v (want true)", looks, s.full.Load())
+	}
+	looks = 0
+	for i := range 2 {
+		if s.tryAcquireAt(i) {
+			t.Fatalf("a permit was granted at shard %d while both were out", i)
+		}
+	}
+	if looks != 0 {
+		t.Fatalf("refusals on the mark looked at %d shards, want none", looks)
+	}
+	if !s.releaseAt(1) {
+		t.Fatal("the release was refused")
+	}
+	if s.full.Load() {
+		t.Fatal("still marked full after a release")
+	}
+	if !s.tryAcquireAt(0) {
+		t.Fatal("refused at shard 0 although shard 1 had a free permit")
+	}
+	if s.held() != 2 {
+		t.Fatalf("held = %d, want 2", s.held())
+	}
+}
+
+// A permit given back between the marking call's passes and its mark comes
+// from a release that read no mark, and so took none away: the marking
+// call's look after the mark finds the permit and takes the mark back. (Given
+// back just after the mark, the release takes it away itself.) Either way
+// the call is refused, rightly — the shards were empty between its passes
+// — and no free permit stays under a mark.
+func TestSlotsAMarkLooksAgain(t *testing.T) {
+	for _, v := range []struct {
+		name string
+		at   int
+	}{{"release-before-the-mark", markBefore}, {"release-after-the-mark", markAfter}} {
+		t.Run(v.name, func(t *testing.T) {
+			s := newSlotsN(2, 2)
+			if !s.tryAcquireAt(0) || !s.tryAcquireAt(1) {
+				t.Fatal("taking both permits failed")
+			}
+			released := false
+			withHook(t, func(j int) {
+				if j == v.at && !released {
+					released = true
+					if !s.releaseAt(1) {
+						t.Error("the release was refused")
+					}
+				}
+			})
+			if s.tryAcquireAt(0) {
+				t.Fatal("the call got a permit although the shards were empty between its passes")
+			}
+			if !released {
+				t.Fatal("the call did not mark the semaphore full")
+			}
+			if s.full.Load() {
+				t.Fatal("marked full with a free permit")
+			}
+			if !s.tryAcquireAt(0) {
+				t.Fatal("the free permit was refused")
+			}
+		})
+	}
+}
+
 // Many goroutines on every processor take and give back permits as fast as
 // they can: never more than the limit are out, and at the end every permit
 // is back (exactly limit can be taken again).
@@ -292,6 +377,9 @@ func TestSlotsConcurrent(t *testing.T) {
 			wg.Wait()
 			if s.held() != 0 {
 				t.Fatalf("held = %d after every permit came back", s.held())
+			}
+			if s.full.Load() {
+				t.Fatal("marked full after every permit came back")
 			}
 			for k := range limit {
 				if !s.tryAcquire() {
