@@ -128,6 +128,12 @@ func (b *Bulkhead) Enter(ctx context.Context) (context.Context, resilience.Permi
 		}
 		return ctx, resilience.Permit{}, nil
 	}
+	if a := b.adaptive; a != nil && b.rec == nil { // an adaptive permit admitted at once, in one call
+		if ap, ok := a.TryAcquirePermit(); ok {
+			b.active.Add(1)
+			return ctx, resilience.Permit{Ref: ap}, nil
+		}
+	}
 	p, err := b.acquire(ctx)
 	if err != nil {
 		return ctx, resilience.Permit{}, err
