@@ -123,10 +123,15 @@ func (b *Bulkhead) Apply(ctx context.Context, next resilience.Next) error {
 // [Bulkhead.Execute].
 func (b *Bulkhead) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {
 	if s := b.slots; s != nil && b.rec == nil { // a fixed bulkhead's permit, in one call
-		if s.full.Load() || !s.tryAcquireAt(s.home()) { // it looks at every shard, or at the mark
+		if s.full.Load() { // the mark: every shard was empty
 			return ctx, resilience.Permit{}, b.reject(ctx, b.full.Load(), 0)
 		}
-		return ctx, resilience.Permit{}, nil
+		i := s.home()
+		if !s.tryAcquireAt(i) { // it looked at every shard
+			return ctx, resilience.Permit{}, b.reject(ctx, b.full.Load(), 0)
+		}
+		// The shard goes back in Exit without a second processor lookup.
+		return ctx, resilience.Permit{Ref: &s.shards[i]}, nil
 	}
 	if a := b.adaptive; a != nil && b.rec == nil { // an adaptive permit admitted at once, in one call
 		if ap, ok := a.TryAcquirePermit(); ok {
@@ -224,7 +229,13 @@ func (b *Bulkhead) Exit(ctx context.Context, pm resilience.Permit, r resilience.
 		return r.Err // the zero permit's bulkhead
 	}
 	if s := b.slots; s != nil && b.rec == nil {
-		if !s.releaseAt(s.home()) { // a fixed bulkhead's permit, in one call
+		i := 0
+		if sh, ok := pm.Ref.(*shard); ok && sh.owner == s { // Enter's shard
+			i = sh.i
+		} else {
+			i = s.home()
+		}
+		if !s.releaseAt(i) { // a fixed bulkhead's permit, in one call
 			panic(errEndedTwice)
 		}
 		return r.Err

@@ -83,7 +83,9 @@
 //
 // A fixed bulkhead's admission and release are one compare-and-swap each on
 // the calling processor's shard (a non-blocking channel send and receive on
-// a bulkhead that waits): no allocation, no clock read, and no lock. A call
+// a bulkhead that waits): no allocation, no clock read, and no lock; the
+// permit [Bulkhead.Enter] returns names its shard, so [Bulkhead.Exit] finds
+// it without a second processor lookup. A call
 // that finds its shard empty looks at the others, and is refused only when
 // every shard was empty at one instant; that call marks the bulkhead full,
 // and until a permit comes back every call is refused on one read of the

@@ -72,7 +72,9 @@ type slots struct {
 type shard struct {
 	w     atomic.Uint64 // version<<32 | free
 	quota uint64
-	_     [112]byte
+	owner *slots // for the gate's Exit, which is handed the shard in its permit
+	i     int    // the shard's index in owner.shards
+	_     [96]byte
 }
 
 const (
@@ -110,7 +112,7 @@ func newSlotsN(limit, n int) *slots {
 		if i < limit%n {
 			q++
 		}
-		s.shards[i].quota = uint64(q)
+		s.shards[i].quota, s.shards[i].owner, s.shards[i].i = uint64(q), s, i
 		s.shards[i].w.Store(uint64(q))
 	}
 	return s

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/meshless/meshless/resilience"
 )
 
 // checkQuotas fails unless no shard holds more free permits than its quota
@@ -392,4 +394,51 @@ func TestSlotsConcurrent(t *testing.T) {
 			t.Logf("limit %d: at most %d out at once", limit, peak.Load())
 		})
 	}
+}
+
+// A fixed bulkhead's gate gives a permit back to the shard its Enter took
+// it from, which the permit names (one processor lookup per call, not two),
+// and to its own processor's shard when the permit names none of its own.
+func TestExitGivesBackToEntersShard(t *testing.T) {
+	b, err := New(WithConfig(Config{MaxConcurrentCalls: 4}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.slots = newSlotsN(4, 2) // two shards of 2, whatever GOMAXPROCS is
+	s := b.slots
+	free := func(j int) uint64 { return s.shards[j].w.Load() & freeMask }
+	_, pm, err := b.Enter(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, ok := pm.Ref.(*shard)
+	if !ok || sh.owner != s {
+		t.Fatalf("the permit's Ref is %T %v, want one of the bulkhead's shards", pm.Ref, pm.Ref)
+	}
+	h, o := sh.i, 1-sh.i
+	if free(h) != 1 {
+		t.Fatalf("shard %d (Enter's) has %d free, want 1", h, free(h))
+	}
+	if !s.tryAcquireAt(o) { // a second permit, from the other shard
+		t.Fatal("the other shard refused")
+	}
+	// Exit is handed the other shard: the permit goes back there, wherever
+	// the goroutine runs.
+	if err := b.Exit(t.Context(), resilience.Permit{Ref: &s.shards[o]}, resilience.Result{}); err != nil {
+		t.Fatal(err)
+	}
+	if free(o) != 2 || free(h) != 1 {
+		t.Fatalf("after Exit: shard %d has %d free, shard %d %d; want 2 and 1", o, free(o), h, free(h))
+	}
+	// Another bulkhead's shard is not this one's: the permit goes to the
+	// processor's own shard (or on to the one with room).
+	other, _ := New(WithConfig(Config{MaxConcurrentCalls: 8}))
+	other.slots = newSlotsN(8, 4) // shard 3 has no namesake here
+	if err := b.Exit(t.Context(), resilience.Permit{Ref: &other.slots.shards[3]}, resilience.Result{}); err != nil {
+		t.Fatal(err)
+	}
+	if b.slots.held() != 0 || other.slots.held() != 0 {
+		t.Fatalf("held %d here, %d in the other bulkhead; want none", b.slots.held(), other.slots.held())
+	}
+	checkQuotas(t, s)
 }
