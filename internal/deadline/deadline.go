@@ -57,8 +57,10 @@ func NewPlan(attempt, overall *timeout.Timeout) Plan {
 // goroutine at a time (concurrent attempts each get their own [AttemptDeadline]).
 type Call struct {
 	plan      *Plan
+	caller    context.Context // the caller's context, whose deadline the overall one may follow
 	start     time.Time
 	overallAt time.Time // the overall timeout's deadline; zero without one, or when the caller's comes first
+	pending   bool      // overallAt is not worked out yet (see overall)
 }
 
 // Begin starts a call at now, under ctx, the caller's context.
@@ -75,18 +77,33 @@ func (c *Call) Begin(p *Plan, ctx context.Context, now time.Time) {
 		q := NewPlan(p.Attempt, p.Overall)
 		p = &q
 	}
-	c.plan, c.start, c.overallAt = p, now, time.Time{}
-	if p.overallD > 0 {
-		at := now.Add(p.overallD)
-		if dl, ok := ctx.Deadline(); !ok || at.Before(dl) {
+	c.plan, c.caller, c.start, c.overallAt = p, ctx, now, time.Time{}
+	c.pending = p.overallD > 0
+}
+
+// overall returns the overall timeout's deadline, zero without one or when
+// the caller's comes first. It works it out when first asked: a call whose
+// first attempt succeeds under its own, earlier, deadline never needs it
+// (one time.Time.Add and one ctx.Deadline less on a call's fast path).
+func (c *Call) overall() time.Time {
+	if c.pending {
+		c.pending = false
+		at := c.start.Add(c.plan.overallD)
+		if dl, ok := c.caller.Deadline(); !ok || at.Before(dl) {
 			c.overallAt = at
 		}
 	}
+	return c.overallAt
 }
 
 // Deadline returns the call's deadline: the overall timeout's, when it
-// comes before the caller's (whose own is in its context).
-func (c *Call) Deadline() (time.Time, bool) { return c.overallAt, !c.overallAt.IsZero() }
+// comes before the caller's (whose own is in its context). A caller that
+// runs attempts from more than one goroutine asks for it before they start
+// (it is worked out on the first call: Call is one goroutine's at a time).
+func (c *Call) Deadline() (time.Time, bool) {
+	at := c.overall()
+	return at, !at.IsZero()
+}
 
 // Attempt starts an attempt at now: it returns ctx (the caller's context,
 // or a hedged copy's) with the attempt's deadline — the earliest of ctx's,
@@ -103,10 +120,19 @@ func (c *Call) Attempt(ctx context.Context, now time.Time) (context.Context, Att
 // in place saves copying it.
 func (c *Call) AttemptInto(a *AttemptDeadline, ctx context.Context, now time.Time) context.Context {
 	a.plan, a.parent, a.start = c.plan, ctx, now
-	at, scope := c.overallAt, timeout.Overall
-	if d := c.plan.attemptD; d > 0 {
-		if pa := now.Add(d); at.IsZero() || pa.Before(at) {
-			at, scope = pa, timeout.Attempt
+	var at time.Time
+	scope := timeout.Attempt
+	if d := c.plan.attemptD; c.pending && d > 0 && d < c.plan.overallD && now == c.start {
+		// The first attempt, at the call's start, with a per-attempt
+		// timeout shorter than the overall one: its deadline comes first,
+		// and the overall's is not needed yet.
+		at = now.Add(d)
+	} else {
+		at, scope = c.overall(), timeout.Overall
+		if d > 0 {
+			if pa := now.Add(d); at.IsZero() || pa.Before(at) {
+				at, scope = pa, timeout.Attempt
+			}
 		}
 	}
 	if at.IsZero() || c.plan.observes {
@@ -210,7 +236,11 @@ func (c *Call) End(ctx context.Context, err error, end time.Time) error {
 	}
 	te, wrapped := asError(err)
 	wrapped = wrapped && te.Scope == timeout.Overall
-	ours := wrapped || err != nil && ctx.Err() == nil && !c.overallAt.IsZero() && !end.Before(c.overallAt)
+	ours := wrapped
+	if !ours && err != nil && ctx.Err() == nil {
+		at := c.overall()
+		ours = !at.IsZero() && !end.Before(at)
+	}
 	if p.overallReports {
 		report(ctx, p.Overall, d, ours)
 	}

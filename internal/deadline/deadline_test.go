@@ -231,3 +231,98 @@ func TestReportsWhetherTheOverallTimeoutIsHeard(t *testing.T) {
 		}
 	}
 }
+
+// The overall deadline is worked out when first needed: a call that asks
+// for it only after its first attempt (the engine's plain path, whose
+// first attempt's own deadline comes first) sees the same deadlines and the
+// same errors as one that asks at once — the second attempt's deadline, the
+// call's deadline, and the overall timeout named at the call's end.
+func TestTheOverallDeadlineAskedLateIsTheSame(t *testing.T) {
+	type outcome struct {
+		first, second time.Duration // the attempts' deadlines from the start; -1: none derived
+		deadline      time.Duration // Call.Deadline from the start; -1: none
+		scope         timeout.Scope // of the call's error; 0: not a *timeout.Error
+	}
+	// ask: 0 at once, 1 after the first attempt, 2 never (the call ends
+	// after its first attempt; only the error's scope is compared).
+	run := func(t *testing.T, attempt, overall, caller, secondAt, endAt time.Duration, ask int) outcome {
+		var o outcome
+		synctest.Test(t, func(t *testing.T) {
+			ctx := t.Context()
+			if caller > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, caller)
+				defer cancel()
+			}
+			p := deadline.NewPlan(plan(t, attempt, overall).Attempt, plan(t, attempt, overall).Overall)
+			start := time.Now()
+			var c deadline.Call
+			c.Begin(&p, ctx, start)
+			if ask == 0 {
+				c.Deadline()
+			}
+			at := func(actx context.Context) time.Duration {
+				if actx == ctx {
+					return -1
+				}
+				dl, _ := actx.Deadline()
+				return dl.Sub(start)
+			}
+			actx, d := c.Attempt(ctx, start)
+			o.first = at(actx)
+			d.Release()
+			if ask == 2 {
+				time.Sleep(endAt)
+				err := c.End(ctx, errors.New("unavailable"), time.Now())
+				if te := (*timeout.Error)(nil); errors.As(err, &te) {
+					o.scope = te.Scope
+				}
+				return
+			}
+			dl, ok := c.Deadline()
+			o.deadline = -1
+			if ok {
+				o.deadline = dl.Sub(start)
+			}
+			time.Sleep(secondAt)
+			actx, d = c.Attempt(ctx, time.Now())
+			o.second = at(actx)
+			d.Release()
+			time.Sleep(endAt - secondAt)
+			err := c.End(ctx, errors.New("unavailable"), time.Now())
+			if te := (*timeout.Error)(nil); errors.As(err, &te) {
+				o.scope = te.Scope
+			}
+		})
+		return o
+	}
+	for _, tc := range []struct {
+		name                                      string
+		attempt, overall, caller, secondAt, endAt time.Duration
+		want                                      outcome
+	}{
+		{"per-attempt first, then the overall", time.Second, 3 * time.Second, 0, 2500 * time.Millisecond, 3 * time.Second,
+			outcome{time.Second, 3 * time.Second, 3 * time.Second, timeout.Overall}},
+		{"per-attempt first, the call ends in time", time.Second, 3 * time.Second, 0, time.Second, 2 * time.Second,
+			outcome{time.Second, 2 * time.Second, 3 * time.Second, 0}},
+		{"the caller's between them", time.Second, 3 * time.Second, 2 * time.Second, 1500 * time.Millisecond, 1500 * time.Millisecond,
+			outcome{time.Second, -1, -1, 0}},
+		{"the overall first", 5 * time.Second, 3 * time.Second, 0, time.Second, 3 * time.Second,
+			outcome{3 * time.Second, 3 * time.Second, 3 * time.Second, timeout.Overall}},
+		{"equal timeouts", 3 * time.Second, 3 * time.Second, 0, time.Second, 3 * time.Second,
+			outcome{3 * time.Second, 3 * time.Second, 3 * time.Second, timeout.Overall}},
+		{"no overall", time.Second, 0, 0, time.Second, 3 * time.Second,
+			outcome{time.Second, 2 * time.Second, -1, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for ask := range 2 {
+				if got := run(t, tc.attempt, tc.overall, tc.caller, tc.secondAt, tc.endAt, ask); got != tc.want {
+					t.Errorf("asked %s: %+v, want %+v", [...]string{"at once", "after the first attempt"}[ask], got, tc.want)
+				}
+			}
+			if got := run(t, tc.attempt, tc.overall, tc.caller, tc.secondAt, tc.endAt, 2); got.scope != tc.want.scope {
+				t.Errorf("never asked: the call's error's scope %v, want %v", got.scope, tc.want.scope)
+			}
+		})
+	}
+}

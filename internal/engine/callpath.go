@@ -93,10 +93,8 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 	start := m.e.now()
 	var dls deadline.Call
 	dls.Begin(&m.unaryDeadlines, ctx, start)
-	var att retry.Attempts
-	dl, _ := dls.Deadline() // zero: none
-	m.attempts.BeginInto(&att, ctx, dl)
-	g := m.unary.Gates() // neither observing nor waiting
+	var att retry.Attempts // begun when the attempt is over: a success needs no deadline
+	g := m.unary.Gates()   // neither observing nor waiting
 	var in [pipeline.MaxGates]context.Context
 	var held [pipeline.MaxGates]resilience.Permit
 	var d deadline.AttemptDeadline
@@ -179,10 +177,14 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 		stage = idle
 	}
 	if err == nil {
+		m.attempts.BeginInto(&att, ctx, time.Time{})
 		att.Next(nil) // a success ends the attempt policy's call
 		if m.call == nil && !dls.Reports() {
 			return 1, nil // End would do nothing
 		}
+	} else {
+		dl, _ := dls.Deadline() // zero: none; a backoff must end before it
+		m.attempts.BeginInto(&att, ctx, dl)
 	}
 	c := Call{m: m, caller: ctx, ctx: ctx, p: m.unary, deadlines: dls, att: att, hasAtt: true, start: start, last: end}
 	n := 1
