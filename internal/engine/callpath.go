@@ -143,15 +143,13 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 		stage = running
 		actx = dls.AttemptInto(&d, actx, start)
 		err = a.Attempt(actx, 1)
+		aerr := err // as the attempt returned it, for Took
 		var took time.Duration
 		if m.e.system { // the end, without a call of its own (Engine.since)
 			took = time.Since(start)
 			end = start.Add(took)
 		} else {
 			end, took = m.e.since(start)
-		}
-		if m.e.timed {
-			tellTook(a, 1, err, took)
 		}
 		// r, the gates' result, is written field by field, well before
 		// its first copy, and a field only when it is not r's zero value:
@@ -175,6 +173,9 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 			err = r.Err
 		}
 		stage = idle
+		if m.e.timed { // once the attempt has ended everywhere, as Call.attempt tells it
+			tellTook(a, 1, aerr, took)
+		}
 	}
 	if err == nil {
 		m.attempts.BeginInto(&att, ctx, time.Time{})
