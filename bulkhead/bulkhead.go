@@ -145,14 +145,24 @@ func (b *Bulkhead) acquireWaiting(ctx context.Context) (permit, error) {
 
 func (b *Bulkhead) admit(ctx context.Context, ap adaptivelimiter.Permit, waited time.Duration) permit {
 	b.active.Add(1)
+	p := permit{b: b, ap: ap, ctx: ctx}
 	if b.rec != nil {
-		b.acquired(ctx, waited)
+		b.acquired(p, waited)
 	}
-	return permit{b: b, ap: ap, ctx: ctx}
+	return p
 }
 
-func (b *Bulkhead) acquired(ctx context.Context, waited time.Duration) {
-	b.rec.Record(orBackground(ctx), resilience.Event{Type: resilience.EventAcquired, Duration: waited})
+// acquired records that p was admitted. A recorder that panics gives p
+// back before the panic goes on: the caller never got the permit to end.
+func (b *Bulkhead) acquired(p permit, waited time.Duration) {
+	recorded := false
+	defer func() {
+		if !recorded {
+			p.end(false)
+		}
+	}()
+	b.rec.Record(orBackground(p.ctx), resilience.Event{Type: resilience.EventAcquired, Duration: waited})
+	recorded = true
 }
 
 func (b *Bulkhead) reject(ctx context.Context, err *FullError, waited time.Duration) error {

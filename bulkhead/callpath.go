@@ -170,20 +170,22 @@ func (b *Bulkhead) acquire(ctx context.Context) (permit, error) {
 	// permit, or the shared rejection.
 	if s := b.slots; s != nil {
 		if s.tryAcquire() {
+			p := permit{b: b, ctx: ctx}
 			if b.rec != nil {
-				b.acquired(ctx, 0)
+				b.acquired(p, 0)
 			}
-			return permit{b: b, ctx: ctx}, nil
+			return p, nil
 		}
 		return permit{}, b.reject(ctx, b.full.Load(), 0)
 	}
 	if b.fixed != nil {
 		if b.fixed.TryAcquirePermit() {
 			b.active.Add(1)
+			p := permit{b: b, ctx: ctx}
 			if b.rec != nil {
-				b.acquired(ctx, 0)
+				b.acquired(p, 0)
 			}
-			return permit{b: b, ctx: ctx}, nil
+			return p, nil
 		}
 		if b.cfg.MaxWaitDuration == 0 || resilience.Observing(ctx) {
 			return permit{}, b.reject(ctx, b.full.Load(), 0)
@@ -223,7 +225,9 @@ func (s *slots) tryAcquireAt(i int) bool {
 
 // Exit gives back the permit of a call that [Bulkhead.Enter] admitted. As in
 // [Bulkhead.Execute], a call that ended early (cancelled, timed out, refused
-// further in, or panicked) is no latency sample for an adaptive limit.
+// further in, or panicked) is no latency sample for an adaptive limit. An
+// adaptive bulkhead gives nothing back for a permit that is not its own
+// (the zero Permit of a refusal): it has no permit to end.
 func (b *Bulkhead) Exit(ctx context.Context, pm resilience.Permit, r resilience.Result) error {
 	if b == nil {
 		return r.Err // the zero permit's bulkhead
@@ -241,6 +245,9 @@ func (b *Bulkhead) Exit(ctx context.Context, pm resilience.Permit, r resilience.
 		return r.Err
 	}
 	ap, _ := pm.Ref.(adaptivelimiter.Permit)
+	if ap == nil && b.adaptive != nil {
+		return r.Err // not a permit of this bulkhead's: nothing to give back
+	}
 	record := r.Err == nil || !(endedEarly(r.Err) || r.Err == resilience.ErrPanicked)
 	b.end(ctx, ap, record)
 	return r.Err
