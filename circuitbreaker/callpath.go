@@ -188,8 +188,23 @@ func (b *Breaker) finish(ctx context.Context, p *period, pr *probe, o resilience
 	c := b.config()
 	slow := d > c.SlowCallDurationThreshold
 	if b.rec != nil {
-		b.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Outcome: o, Duration: d, Slow: slow})
+		b.finishObserved(ctx, p, pr, o, d, slow, now)
+		return
 	}
+	b.count(ctx, p, pr, o, slow, now)
+}
+
+// finishObserved is finish with an observer: the call's event first, then
+// the call counted — also when the recorder panics, so that a probe's
+// place is given back (a breaker never stays half-open for want of it).
+func (b *Breaker) finishObserved(ctx context.Context, p *period, pr *probe, o resilience.Outcome, d time.Duration, slow bool, now time.Time) {
+	defer b.count(ctx, p, pr, o, slow, now)
+	b.rec.Record(ctx, resilience.Event{Type: resilience.EventCall, Outcome: o, Duration: d, Slow: slow})
+}
+
+// count counts a call that ended with o in p: in its window, or as a
+// half-open probe.
+func (b *Breaker) count(ctx context.Context, p *period, pr *probe, o resilience.Outcome, slow bool, now time.Time) {
 	switch {
 	case pr != nil:
 		b.recordProbe(ctx, p, o, slow)
