@@ -46,10 +46,30 @@ func (t *Throttler) EnterAt(ctx context.Context, now time.Time) (context.Context
 	return ctx, resilience.Permit{Ref: t}, nil
 }
 
-// epoch returns the index, since the throttler started, of the window slot
-// that holds at.
+// epoch returns the index of the window slot that holds at: counted from
+// the throttler's start, plus the slots it moved on when its clock stepped
+// back (see rebase).
 func (t *Throttler) epoch(at time.Time) int64 {
-	return max(int64(at.Sub(t.start)/t.slot), 0)
+	return max(int64(at.Sub(t.start)/t.slot)+t.shift.Load(), 0)
+}
+
+// rebase moves the window's time on when the clock has stepped back by a
+// window or more (a clock without a monotonic reading: NTP, a VM
+// restored; the system clock's readings carry one and never step back):
+// the slot of the clock's reading becomes the newest slot counted in, and
+// time goes on from there, so that the window keeps counting and sliding.
+// It reads the clock; a count reaches it only when it meets a bucket a
+// window or more newer than its own slot, so a count that is merely late
+// (its goroutine held up) costs a clock read and is dropped, as before.
+func (t *Throttler) rebase() {
+	for {
+		s := t.shift.Load()
+		now := int64(t.clock.Now().Sub(t.start)/t.slot) + s // maybe before the start
+		n := t.newest.Load()
+		if now > n-buckets || t.shift.CompareAndSwap(s, s+n-now) {
+			return
+		}
+	}
 }
 
 // rateAt is the rejection probability in slot e: [Throttler.rate] of
@@ -106,7 +126,7 @@ func (t *Throttler) Exit(_ context.Context, p resilience.Permit, r resilience.Re
 		end = t.clock.Now()
 	}
 	if e := t.epoch(end); v == Accepted { // count's accept, without a call
-		t.accepted[procpin.ID()&t.mask].b[e%buckets].add(e)
+		t.accepted[procpin.ID()&t.mask].b[e%buckets].add(e, t)
 	} else {
 		t.count(e, false)
 	}
@@ -120,11 +140,11 @@ func (t *Throttler) Exit(_ context.Context, p resilience.Permit, r resilience.Re
 // written only by refusals.
 func (t *Throttler) count(e int64, accepted bool) {
 	if accepted {
-		t.accepted[procpin.ID()&t.mask].b[e%buckets].add(e)
+		t.accepted[procpin.ID()&t.mask].b[e%buckets].add(e, t)
 		return
 	}
 	b := &t.refused.b[e%buckets]
-	if !b.add(e) {
+	if !b.add(e, t) {
 		return
 	}
 	// refusedAt must cover the slot the refusal landed in: e, or a newer
@@ -166,7 +186,17 @@ func (t *Throttler) count(e int64, accepted bool) {
 // at that instant is moved. Calls that end in the same slot are counted
 // exactly, however many end at once (a cold burst's), on whatever
 // processors. TestConcurrentCountsAtRolloversWithinTheBound checks the bound.
-func (b *bucket) add(e int64) bool {
+//
+// A bucket recycled for slot e raises t.newest, the newest slot counted in,
+// to e: once a slot, by the first count in it. A count a window or more
+// older than its bucket's slot may be the first after the clock stepped
+// back: t.rebase looks. A count more than a window past the newest slot
+// counted in and past the clock's own slot has a time not read from the
+// throttler's clock (a Result.End from elsewhere): it is dropped, rather
+// than have its bucket hold a slot that no other count reaches for as
+// long. The clock is read only in these two cases: after a window without
+// a count, or for a time from elsewhere.
+func (b *bucket) add(e int64, t *Throttler) bool {
 	for {
 		be := b.epoch.Load()
 		switch {
@@ -176,10 +206,17 @@ func (b *bucket) add(e int64) bool {
 		case be == resetting:
 			runtime.Gosched() // another caller is recycling the bucket
 		case be > e:
+			if be-e >= buckets {
+				t.rebase()
+			}
+			return false
+		case e > t.newest.Load()+buckets && e > t.epoch(t.clock.Now()):
 			return false
 		case b.epoch.CompareAndSwap(be, resetting):
 			b.n.Store(0)
 			b.epoch.Store(e)
+			for n := t.newest.Load(); n < e && !t.newest.CompareAndSwap(n, e); n = t.newest.Load() {
+			}
 		}
 	}
 }

@@ -156,7 +156,9 @@ type Throttler struct {
 
 	_         [128]byte    // the counters below on cache lines of their own
 	refusedAt atomic.Int64 // the latest slot a refusal was counted in
-	_         [120]byte
+	shift     atomic.Int64 // slots the window moved on when the clock stepped back (rebase): read by every call
+	newest    atomic.Int64 // the newest slot counted in: written once a slot
+	_         [104]byte
 	refused   slots // refusals and rejections
 }
 

@@ -67,6 +67,7 @@ func rateCase(t *testing.T, rnd *rand.Rand, k float64, spread func(*rand.Rand, i
 		th.accepted[i].init()
 	}
 	now := int64(20 + rnd.IntN(30))
+	th.newest.Store(now) // counts have been made up to now (not through add: set below)
 	// Refusals are a fraction of the accepts, around the shortcut's bound.
 	ratio := rnd.Float64() * k
 	var a int64
