@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -322,7 +323,13 @@ func (r *hedgeRun) runFirst() (res hedgeResult, hedged bool) {
 			return
 		}
 		if res.panicked {
-			res.panicVal = recover()
+			if res.panicVal = recover(); res.panicVal == nil {
+				// runtime.Goexit (a test's t.FailNow in the copy): the
+				// goroutine goes on exiting and run never sends the
+				// result, so it is sent here, as an answer that decides
+				// the call, for the coordinating goroutine to end.
+				r.l.results <- hedgeResult{copy: 1, err: errFirstCopyExited}
+			}
 		}
 	}()
 	if r.copies != nil {
@@ -334,9 +341,18 @@ func (r *hedgeRun) runFirst() (res hedgeResult, hedged bool) {
 	return res, false
 }
 
+// errFirstCopyExited is the first copy's answer when its goroutine exited
+// (runtime.Goexit) after a hedge was sent: the call is decided, so that
+// the goroutine coordinating the copies ends.
+var errFirstCopyExited = errors.New("retry: hedging: the first copy's goroutine exited")
+
 // fire is the end of the first hedgingDelay, in the timer's goroutine:
 // unless the first copy has ended or no copy may go, it sends the second
-// copy and coordinates the copies until the call is decided.
+// copy and coordinates the copies until the call is decided — in a
+// goroutine of its own on a clock other than the system clock, whose
+// AfterFunc may run fire in the goroutine that moves the clock on (a
+// test's clock, resiliencetest.Clock: coordinating there would stop the
+// clock, or the first copy that moved it, until the call is decided).
 func (r *hedgeRun) fire() {
 	r.mu.Lock()
 	if r.firstDone || !r.canSend() {
@@ -347,6 +363,16 @@ func (r *hedgeRun) fire() {
 	l.over = make(chan struct{})
 	r.hedged, r.firstOut = true, true
 	r.mu.Unlock()
+	if r.h.system {
+		r.coordinate(l)
+	} else {
+		go r.coordinate(l)
+	}
+}
+
+// coordinate sends the second copy and coordinates the copies until the
+// call is decided, then ends the others and tells the caller's goroutine.
+func (r *hedgeRun) coordinate(l *hedgeLoop) {
 	decided := false
 	defer func() {
 		if !decided {

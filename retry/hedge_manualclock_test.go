@@ -1,0 +1,98 @@
+package retry_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/meshless/meshless/resilience/resiliencetest"
+	"github.com/meshless/meshless/retry"
+)
+
+// A hedge on a clock a test drives by hand (resiliencetest.Clock, whose
+// AfterFunc runs its function in the goroutine that advances the clock):
+// copies 1 and 2 hang until cancelled, copy 3 answers at once. Advancing
+// the clock by hedgingDelay twice must send copy 2, then copy 3, which wins.
+func TestHedgeOnAManualClock(t *testing.T) {
+	clk := resiliencetest.NewClock(time.Unix(1_000_000, 0))
+	h := newHedge(t, retry.WithHedgeClock(clk), retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+		c.MaxAttempts = 3
+		c.HedgingDelay = 10 * time.Millisecond
+	})))
+	type result struct {
+		w   int
+		err error
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // lets a hung call go when the test fails
+	done := make(chan result, 1)
+	go func() {
+		w, err := h.Run(ctx, func(ctx context.Context, n int) error {
+			if n == 3 {
+				return nil
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		done <- result{w, err}
+	}()
+	for step := 1; step <= 2; step++ {
+		clk.WaitPending(1) // the next copy's timer is armed
+		advanced := make(chan struct{})
+		go func() {
+			clk.Advance(10 * time.Millisecond)
+			close(advanced)
+		}()
+		select {
+		case <-advanced:
+		case <-time.After(5 * time.Second):
+			cancel()
+			<-advanced
+			<-done
+			t.Fatalf("Advance %d (hedgingDelay) had not returned after 5s: the hedge coordinates its copies on the clock's goroutine", step)
+		}
+	}
+	select {
+	case r := <-done:
+		if r.w != 3 || r.err != nil {
+			t.Fatalf("Run = %d, %v; want copy 3, nil", r.w, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run has not returned")
+	}
+}
+
+// The usual way to make a copy slow on a manual clock: the copy advances
+// the clock itself. Copy 1 takes 2×hedgingDelay (so the hedge goes while it
+// runs) and succeeds; copy 2 fails at once, non-fatally. Run must return
+// copy 1's success.
+func TestHedgeFirstCopyAdvancesAManualClock(t *testing.T) {
+	clk := resiliencetest.NewClock(time.Unix(1_000_000, 0))
+	h := newHedge(t, retry.WithHedgeClock(clk), retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+		c.MaxAttempts = 2
+		c.HedgingDelay = 10 * time.Millisecond
+	})))
+	type result struct {
+		w   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		w, err := h.Run(context.Background(), func(ctx context.Context, n int) error {
+			if n == 1 {
+				clk.Advance(20 * time.Millisecond) // the copy's latency
+				return nil
+			}
+			return errNonFatal
+		})
+		done <- result{w, err}
+	}()
+	select {
+	case r := <-done:
+		if r.w != 1 || r.err != nil {
+			t.Fatalf("Run = %d, %v; want copy 1, nil", r.w, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run has not returned after 5s: copy 1's Advance runs the hedge's coordinator, which waits for copy 1")
+	}
+}
