@@ -315,7 +315,7 @@ func BenchmarkOutlierPickPaired(b *testing.B) {
 	peer := func() { pickDone(grpcOD, ctx) }
 	b.Run("noted", func(b *testing.B) {
 		benchHotPaired(b, peer, func() {
-			note := picknote.New(ctx)
+			note := picknote.New(ctx).For("/bench.Service/Call") // as grpcmw makes it
 			pickDone(p, note)
 			note.Took(nil, time.Millisecond)
 		})

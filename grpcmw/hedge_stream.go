@@ -148,7 +148,7 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 	}()
 	sctx, scancel := context.WithCancel(actx)
 	if s.timed { // the pick notes its endpoint; finishCopy times it
-		c.note = c.shared.Init(sctx)
+		c.note = c.shared.Init(sctx).For(s.fullMethod)
 		sctx = c.note
 	}
 	stop := context.AfterFunc(ctx, func() {

@@ -136,9 +136,9 @@ func (s *streamState) open() (err error) {
 	actx, cancel := context.WithCancel(actx)
 	if s.timed { // the pick notes its endpoint; finishAttempt times it
 		if !s.noted {
-			s.note, s.noted = s.first.Init(actx), true
+			s.note, s.noted = s.first.Init(actx).For(s.fullMethod), true
 		} else {
-			s.note = picknote.NewShared(actx) // a note is never had twice
+			s.note = picknote.NewShared(actx).For(s.fullMethod) // a note is never had twice
 		}
 		actx = s.note
 	}

@@ -81,7 +81,7 @@ func (c *Chain) lookup(fullMethod string, cc *grpc.ClientConn) *engine.Method {
 // the trailer for the retry policy (gRFC A6).
 func (u *unaryCall) Attempt(ctx context.Context, n int) error {
 	if u.timed { // the pick notes its endpoint; Took times it
-		u.note = picknote.New(ctx)
+		u.note = picknote.New(ctx).For(u.fullMethod)
 		ctx = u.note
 	}
 	if !u.pushback {
@@ -239,7 +239,7 @@ func (u *hedgedUnary) copy(ctx context.Context, n int) error {
 	opts = append(opts, grpc.Header(&c.header), grpc.Trailer(&c.trailer), grpc.Peer(&c.peer))
 	if u.timed { // the pick notes its endpoint; Took times it
 		c.note.Context = ctx
-		ctx = &c.note
+		ctx = c.note.For(u.fullMethod)
 	}
 	return withPushback(u.invoker(ctx, u.fullMethod, u.req, c.reply, u.cc, opts...), c.trailer)
 }

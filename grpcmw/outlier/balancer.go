@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
+	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -118,6 +119,7 @@ type endpoint struct {
 	addr   string
 	b      *outlierBalancer
 	doneFn func(balancer.DoneInfo) // e.done, made once
+	noted  picknote.Endpoint       // e itself, for a note (picknote.Note.PickedBy)
 
 	success, failure, slow atomic.Int64 // this interval
 	consecutive            atomic.Int64
@@ -132,7 +134,7 @@ type endpoint struct {
 
 func (b *outlierBalancer) newEndpoint(addr string) *endpoint {
 	e := &endpoint{addr: addr, b: b, subConns: map[*subConn]struct{}{}}
-	e.doneFn = e.done
+	e.doneFn, e.noted = e.done, e
 	return e
 }
 

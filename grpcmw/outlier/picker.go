@@ -37,7 +37,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	done := e.doneFn
 	if st.slow > 0 {
 		if n := noteOf(info); n != nil {
-			n.Picked(e) // the call path times the attempt: see Took
+			n.PickedBy(info.FullMethodName, &e.noted) // the call path times the attempt: see Took
 		} else {
 			done = e.span(st).fn
 		}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/meshless/meshless/internal/procpin"
 )
@@ -25,10 +26,19 @@ type Endpoint interface {
 // The pick and Took of a unary attempt run on the attempt's goroutine (a
 // unary call picks on its caller's goroutine, Done included, before the
 // invoker returns), so its note needs no synchronisation. A stream's may
-// not (see [NewShared]).
+// not (see [NewShared]). A note is the attempt's context, so a call made
+// with it (by an interceptor inside meshless's, by code given a stream's
+// context) picks with the note too: a note made [Note.For] a method takes
+// the picks for that method only. A call of the same method made with the
+// attempt's context while the attempt runs (a mirror) is not told apart:
+// its pick is a write the attempt's may race with.
+//
+// A note is 32 bytes, half a cache line: a call pays for its share of a
+// block's allocation and of the collector's work in proportion.
 type Note struct {
 	context.Context
-	picked Endpoint
+	picked *Endpoint // the last pick's; a shared note's slot from the start
+	method *byte     // the data of the attempt's full method (see For); nil takes every pick
 }
 
 // key is the Note's context key.
@@ -88,8 +98,18 @@ type Shared struct {
 // every note [New] and NewShared return is.
 func (s *Shared) Init(ctx context.Context) *Note {
 	s.note.Context = ctx
-	s.note.picked = &s.slot
+	s.slot.self = &s.slot
+	s.note.picked = &s.slot.self
 	return &s.note
+}
+
+// For makes n a note of an attempt of method (a full method name,
+// "/pkg.Service/Method", the string gRPC gets and passes on to the pick):
+// picks for another method, of calls made with the attempt's context, are
+// not noted. It returns n.
+func (n *Note) For(method string) *Note {
+	n.method = unsafe.StringData(method)
+	return n
 }
 
 // slot is a shared note's pick, behind a lock. It is the note's picked
@@ -98,6 +118,7 @@ func (s *Shared) Init(ctx context.Context) *Note {
 type slot struct {
 	mu     sync.Mutex
 	picked Endpoint
+	self   Endpoint // the slot itself: a shared note's picked points here
 }
 
 func (s *slot) set(e Endpoint) {
@@ -160,13 +181,28 @@ func From(ctx context.Context) *Note {
 	return n
 }
 
-// Picked notes the endpoint the attempt was picked to. gRPC may pick again
-// within one attempt (a transparent retry of a stream that no server
-// accepted): the last pick's endpoint is the one the attempt ran on.
-func (n *Note) Picked(e Endpoint) {
-	if s, ok := n.picked.(*slot); ok { // a shared note's
-		s.set(e)
+// Picked notes the endpoint the attempt was picked to, for any method (see
+// [Note.PickedBy]). It allocates (e's copy): a picker calls PickedBy.
+func (n *Note) Picked(e Endpoint) { n.PickedBy("", &e) }
+
+// PickedBy notes the endpoint *e, an endpoint's own and never changed,
+// that a pick for method chose. gRPC may pick again within one attempt (a
+// transparent retry of a stream that no server accepted, a picked
+// connection no longer ready): the last pick's endpoint is the one the
+// attempt ran on. A pick for another method than the note's (a method "")
+// is a call made with the attempt's context, not the attempt: it is not
+// noted. The methods are told apart by their strings' data, as gRPC passes
+// the attempt's on to its pick: an interceptor that rebuilds the string
+// leaves the attempt untimed, never timed as another's.
+func (n *Note) PickedBy(method string, e *Endpoint) {
+	if n.method != nil && method != "" && n.method != unsafe.StringData(method) {
 		return
+	}
+	if p := n.picked; p != nil {
+		if s, ok := (*p).(*slot); ok { // a shared note's
+			s.set(*e)
+			return
+		}
 	}
 	n.picked = e
 }
@@ -174,7 +210,7 @@ func (n *Note) Picked(e Endpoint) {
 // Took passes the attempt's error and duration to the endpoint of its last
 // pick, if one was noted.
 func (n *Note) Took(err error, took time.Duration) {
-	if n.picked != nil {
-		n.picked.Took(err, took)
+	if p := n.picked; p != nil {
+		(*p).Took(err, took)
 	}
 }

@@ -107,13 +107,13 @@ var sink context.Context
 // notes of a run come from one block, or from two that a run's first note
 // ends and its last starts: one allocation a run either way.)
 func TestSixteenNotesAreOneAllocation(t *testing.T) {
-	e := new(endpoint)
+	var e picknote.Endpoint = new(endpoint) // its own, as a picker's endpoint holds it
 	ctx := context.WithValue(t.Context(), ctxKey("k"), "v")
 	if n := testing.AllocsPerRun(1000, func() {
 		for range 16 {
 			note := picknote.New(ctx)
 			sink = note // as the attempt's context, handed to gRPC, does
-			picknote.From(sink).Picked(e)
+			picknote.From(sink).PickedBy("", &e)
 			note.Took(nil, time.Millisecond)
 		}
 	}); n != 1 {
@@ -205,7 +205,8 @@ func TestASharedNoteIsPickedAndEndedOnOtherGoroutines(t *testing.T) {
 // A shared note in the memory of what holds its attempt's state costs no
 // allocation: Init, the pick and the end allocate nothing.
 func TestASharedNoteInItsHoldersMemoryAllocatesNothing(t *testing.T) {
-	e := new(countingEndpoint)
+	counting := new(countingEndpoint)
+	var e picknote.Endpoint = counting // its own, as a picker's endpoint holds it
 	holders := make([]struct {
 		other int
 		note  picknote.Shared
@@ -215,13 +216,13 @@ func TestASharedNoteInItsHoldersMemoryAllocatesNothing(t *testing.T) {
 		note := holders[i].note.Init(t.Context())
 		i++
 		sink = note
-		picknote.From(sink).Picked(e)
+		picknote.From(sink).PickedBy("", &e)
 		note.Took(nil, time.Millisecond)
 	}); n != 0 {
 		t.Fatalf("%v allocations per shared note in its holder's memory, want 0", n)
 	}
-	if e.calls != 1001 {
-		t.Fatalf("the endpoint was told %d times, want 1001", e.calls)
+	if counting.calls != 1001 {
+		t.Fatalf("the endpoint was told %d times, want 1001", counting.calls)
 	}
 }
 
