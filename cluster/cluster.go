@@ -65,10 +65,11 @@ type entry struct {
 	lastTo  atomic.Uint32 // the state of its last own change
 
 	// Under Cluster.syncMu:
-	round      int64 // untilMs of the open the breaker is in, as the cluster agreed it
-	leaseRound int64 // the round whose probes it has leased
-	lastClose  int64 // ms: windows that started before are stale
-	stale      []string
+	round      int64    // untilMs of the open the breaker is in, as the cluster agreed it
+	leaseRound int64    // the round whose probes it has leased
+	lastClose  int64    // ms: windows that started before are stale
+	stale      []string // fields to delete at the next sync: garbage
+	staleIf    []string // field, value pairs to delete at the next sync if unchanged: dead or far ahead
 	own        ownField // this instance's field in the window hash
 }
 

@@ -42,6 +42,21 @@ func (c *Cluster) probesKey(name string, round int64) string {
 	return c.ns + ":probes:" + name + ":" + strconv.FormatInt(round, 10)
 }
 
+// delStale deletes the fields of a window hash (KEYS[1]) that a sync judged
+// stale (ARGV: field, value, field, value…), each only if it still holds
+// the value judged: a field its instance wrote again since (a late
+// instance, not a dead one) stays. It is sent with EVAL in the sync's
+// pipeline, only when a sync found stale fields.
+const delStale = `
+local n = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i+1] then
+    n = n + redis.call('HDEL', KEYS[1], ARGV[i])
+  end
+end
+return n
+`
+
 // claimOpen sets the open key unless an open still in force holds it, and
 // then publishes it; it returns the value in force, and 1 when it replaced
 // what no instance writes (else 0). An open in force is a well-formed

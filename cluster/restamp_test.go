@@ -240,10 +240,11 @@ func TestALostFieldIsWrittenAgainWithinTwoSyncs(t *testing.T) {
 }
 
 // A peer counts an idle pod's window at every sync, however the syncs are
-// spaced (each gap below three intervals, else a field written at every
-// sync would go stale too), and the window hash's TTL, renewed by the idle
-// pod alone, never runs out: the age of the field a peer reads and the
-// time between two renewals stay below the three intervals of the horizon.
+// spaced in these patterns (each gap after a skipped write below two
+// intervals; docs/cluster.md says where a later one loses), and the window
+// hash's TTL, renewed by the idle pod alone, never runs out: the age of the
+// field a peer reads and the time between two renewals stay below the
+// three intervals of the horizon.
 func TestAnIdleWindowNeverLooksStaleNorExpires(t *testing.T) {
 	i := func(tenths int) time.Duration { return interval * time.Duration(tenths) / 10 }
 	for _, tt := range []struct {

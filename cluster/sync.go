@@ -71,7 +71,7 @@ func (c *Cluster) tooSlow() error {
 type read struct {
 	e      *entry
 	w      coord.Window
-	writes [3]redis.Cmder // the window hash's writes, writes[:nw]
+	writes [4]redis.Cmder // the window hash's writes, writes[:nw]
 	nw     int
 	set    aggregate      // the window written, when written
 	wrote  uint8          // the own field's state once the writes succeed; fieldUnknown when none
@@ -130,6 +130,15 @@ func (c *Cluster) publish(ctx context.Context, p redis.Pipeliner, r *read, now, 
 		r.nw++
 		e.stale = e.stale[:0]
 	}
+	if len(e.staleIf) > 0 {
+		args := make([]any, len(e.staleIf))
+		for i, s := range e.staleIf {
+			args[i] = s
+		}
+		r.writes[r.nw] = p.Eval(ctx, delStale, []string{e.wkey}, args...)
+		r.nw++
+		e.staleIf = e.staleIf[:0]
+	}
 	if circuitbreaker.State(r.w.State) != circuitbreaker.StateClosed {
 		if e.own.state != fieldDeleted {
 			r.writes[r.nw] = p.HDel(ctx, e.wkey, c.o.instance)
@@ -184,7 +193,9 @@ func (c *Cluster) apply1(r *read, now int64, fix []repair) []repair {
 			pairs, cursor = p, cur
 		}
 	}
-	if err == nil && cursor != 0 {
+	if err == nil && (cursor != 0 || len(pairs)/2 > MaxInstances) {
+		// A cursor to follow, or more fields in one reply (a hash kept in
+		// one listpack, hash-max-listpack-entries raised, comes whole).
 		err = errors.New("more than " + strconv.Itoa(MaxInstances) + " instances")
 	}
 	switch {
@@ -207,16 +218,25 @@ func (c *Cluster) apply1(r *read, now int64, fix []repair) []repair {
 	cfg := e.b.Config()
 	limit := peerCap(cfg, sum.calls)
 	fresh, future := now-horizon*c.o.SyncInterval.Milliseconds(), now+c.skew()
+	own := false
 	for i := 0; i+1 < len(pairs); i += 2 {
 		inst, v := pairs[i], pairs[i+1]
+		a, ok := decodeAggregate(v)
 		if inst == c.o.instance {
+			own = ok && e.own.state == fieldWritten && a == e.own.agg
 			continue
 		}
-		a, ok := decodeAggregate(v)
 		switch {
-		case !ok || a.at < fresh || a.at > future:
+		case !ok:
 			if len(e.stale) < maxStale {
-				e.stale = append(e.stale, inst) // a dead instance's, garbage, or a clock far ahead
+				e.stale = append(e.stale, inst) // garbage: no instance writes it
+			}
+		case a.at < fresh || a.at > future:
+			if len(e.staleIf) < 2*maxStale {
+				// A dead instance's, or a clock far ahead: deleted at the
+				// next sync if it still holds v (delStale), so that an
+				// instance that was only late and wrote it since keeps it.
+				e.staleIf = append(e.staleIf, inst, v)
 			}
 		case a.at >= e.lastClose: // written after the last close
 			a = capped(a, limit)
@@ -224,6 +244,13 @@ func (c *Cluster) apply1(r *read, now int64, fix []repair) []repair {
 			sum.failures += a.failures
 			sum.slow += a.slow
 		}
+	}
+	if e.own.state == fieldWritten && !own {
+		// This instance's field is not what it wrote (deleted by a peer
+		// that judged it dead, the hash expired or repaired, Redis
+		// restarted empty, rewritten by hand): written again at the next
+		// sync, not when the window next moves or is re-stamped.
+		e.own = ownField{}
 	}
 	if c.o.DecideOn == DecideLocal || e.b.State() != circuitbreaker.StateClosed {
 		return fix
