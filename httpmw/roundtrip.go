@@ -3,6 +3,8 @@ package httpmw
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -11,6 +13,8 @@ import (
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 )
+
+var errNoURL = errors.New("httpmw: nil Request.URL")
 
 // roundTripper runs each request through its route's policies, in the
 // engine's order, each attempt through next.
@@ -22,6 +26,14 @@ type roundTripper struct {
 // RoundTrip sends req through its route's policies (see
 // Chain.RoundTripper).
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		// The caller's mistake, refused before any policy counts it (as
+		// http.Transport refuses it), and the body closed as RoundTrip must.
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errNoURL
+	}
 	r := rt.c.router.Load().match(req)
 	m := rt.c.e.Lookup(r.key, r.names)
 	cl := &call{Context: req.Context(), next: rt.next, clock: rt.c.opts.clock, req: req, m: m, pushback: m.ReadsPushback()}
@@ -157,7 +169,7 @@ func (cl *call) Attempt(ctx context.Context, n int) error {
 	}
 	resp, cancel, buffered, err := cl.send(ctx, r)
 	if err != nil {
-		return err
+		return callerFailed(r, err)
 	}
 	cl.keep(answer{n: n, resp: resp, cancel: cancel, buffered: buffered})
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
@@ -176,6 +188,20 @@ func (cl *call) Attempt(ctx context.Context, n int) error {
 	return se
 }
 
+// roundTrip sends r through the wrapped RoundTripper and holds it to its
+// contract as http.Client does: a response without a body gets
+// http.NoBody, and neither a response nor an error is an error.
+func (cl *call) roundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := cl.next.RoundTrip(r)
+	switch {
+	case resp == nil && err == nil:
+		return nil, fmt.Errorf("httpmw: the RoundTripper (%T) returned neither a response nor an error", cl.next)
+	case resp != nil && resp.Body == nil:
+		resp.Body = http.NoBody
+	}
+	return resp, err
+}
+
 // send sends r under ctx, the attempt's context. The request's own context
 // is derived from the caller's and ends with ctx while the response's header
 // is awaited, not after: the engine ends ctx when the attempt returns, and
@@ -184,7 +210,7 @@ func (cl *call) Attempt(ctx context.Context, n int) error {
 // the caller's own context: no timeout, no hedging).
 func (cl *call) send(ctx context.Context, r *http.Request) (resp *http.Response, cancel context.CancelFunc, buffered bool, err error) {
 	if c, ok := ctx.(*call); ok && c == cl {
-		resp, err = cl.next.RoundTrip(r)
+		resp, err = cl.roundTrip(r)
 		if err == nil && cl.multi && cl.mayDiscard(resp.StatusCode) {
 			buffered = buffer(resp)
 		}
@@ -192,7 +218,7 @@ func (cl *call) send(ctx context.Context, r *http.Request) (resp *http.Response,
 	}
 	rctx, cancel := context.WithCancel(cl.Context)
 	stop := context.AfterFunc(ctx, cancel)
-	resp, err = cl.next.RoundTrip(r.WithContext(rctx))
+	resp, err = cl.roundTrip(r.WithContext(rctx))
 	if err == nil && cl.multi && cl.mayDiscard(resp.StatusCode) {
 		buffered = buffer(resp) // within the attempt's time
 	}
@@ -226,18 +252,54 @@ func (cl *call) request(n int) (*http.Request, error) {
 	req := cl.req
 	if n == 1 {
 		cl.bodySent = true
-		return req, nil
 	}
 	if req.Body == nil || req.Body == http.NoBody {
 		return req, nil
 	}
-	body, err := req.GetBody()
-	if err != nil {
-		return nil, err
+	body := req.Body
+	if n > 1 {
+		var err error
+		if body, err = req.GetBody(); err != nil {
+			return nil, &requestError{err}
+		}
 	}
 	r := *req // WithContext copies it again; this copy carries the body
-	r.Body = body
+	r.Body = &watchedBody{ReadCloser: body}
 	return &r, nil
+}
+
+// watchedBody is an attempt's request body that keeps its first read
+// error: an attempt that fails after it failed on the caller's side (its
+// body's source), not the server's. The transport may read it on a
+// goroutine of its own after RoundTrip has returned.
+type watchedBody struct {
+	io.ReadCloser
+	failed atomic.Pointer[error]
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.failed.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+// requestError is an attempt that failed on the caller's side: its
+// request's body could not be read (or made again, GetBody). It counts as
+// the caller's (499, as a caller that gave up): not a failure of the
+// server, and not retried.
+type requestError struct{ err error }
+
+func (e *requestError) Error() string { return e.err.Error() }
+func (e *requestError) Unwrap() error { return e.err }
+
+// callerFailed returns err as the caller's when r's body failed to read.
+func callerFailed(r *http.Request, err error) error {
+	if w, ok := r.Body.(*watchedBody); ok && w.failed.Load() != nil {
+		return &requestError{err}
+	}
+	return err
 }
 
 // mayDiscard reports whether a response with status may not be the call's:

@@ -53,6 +53,9 @@ func (transport) Code(err error) (uint32, bool) {
 	if se := statusOf(err); se != nil {
 		return uint32(se.status), true
 	}
+	if re := (*requestError)(nil); errors.As(err, &re) {
+		return config.StatusClientClosedRequest, true // the caller's side: its request's body
+	}
 	if errors.Is(err, context.Canceled) {
 		return config.StatusClientClosedRequest, true
 	}

@@ -468,8 +468,10 @@ func (r *hedgeRun) answer(res hedgeResult) (int, error, bool) {
 	if c.pushback != nil {
 		if d, ok := c.pushback(res.err); ok {
 			r.stopTimer()
-			if d < 0 {
-				r.stopped = true // the server asks for no more copies
+			if d < 0 || r.waitsPast(d) {
+				// The server asks for no more copies, or for none before
+				// the call's deadline: its answer is the call's, at once.
+				r.stopped = true
 			} else if r.canSend() {
 				l.timer = c.clock.NewTimer(d)
 			}
@@ -483,17 +485,33 @@ func (r *hedgeRun) answer(res hedgeResult) (int, error, bool) {
 	return 0, nil, false
 }
 
-// canSend reports whether another copy may go now.
+// canSend reports whether another copy may go now: not past the call's
+// deadline, where it would end at once.
 func (r *hedgeRun) canSend() bool {
 	c := &r.h.cfg
 	ctx := r.ctx
 	if ctx == nil {
 		ctx = r.caller // nothing cancelled it: the call is not decided
 	}
-	if r.stopped || r.sent >= c.MaxAttempts || ctx.Err() != nil {
+	if r.stopped || r.sent >= c.MaxAttempts || ctx.Err() != nil || r.waitsPast(0) {
 		return false
 	}
 	return r.sent == 0 || c.throttle == nil || c.throttle.allow()
+}
+
+// waitsPast reports whether a wait of d from now reaches the call's
+// deadline: the earlier of its caller's context's and, when the copies
+// have one of their own (hedgehooks.Deadliner: meshless's overall
+// timeout), theirs. Deadlines are real time (a synctest bubble's in
+// tests), whatever clock the policy's timers run on, as for retries.
+func (r *hedgeRun) waitsPast(d time.Duration) bool {
+	dl, ok := r.caller.Deadline()
+	if cd, is := r.copies.(hedgehooks.Deadliner); is {
+		if t, has := cd.Deadline(); has && (!ok || t.Before(dl)) {
+			dl, ok = t, true
+		}
+	}
+	return ok && time.Until(dl) <= d
 }
 
 // send starts the next copy in a goroutine of its own and arms the delay

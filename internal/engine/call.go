@@ -111,6 +111,7 @@ func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 	c := m.Begin(ctx, false)
 	h := hedgedCalls.Get().(*hedgedCall)
 	h.m, h.p, h.deadlines, h.start, h.a = m, c.p, c.deadlines, c.start, a
+	h.deadline, _ = c.deadlines.Deadline() // worked out by Begin: a read
 	n, err := hedgehooks.Run(m.hedge, c.ctx, h)
 	// Run returned once every copy had: nothing reads h any more (a call
 	// that panics leaves it to the collector).
@@ -135,6 +136,7 @@ type hedgedCall struct {
 	p         *pipeline.Pipeline
 	deadlines deadline.Call
 	start     time.Time
+	deadline  time.Time // the overall deadline, zero when none (Deadline)
 	a         Attempt
 
 	firstEnd time.Time   // when the first copy ended, when it ran on the caller's goroutine
@@ -191,6 +193,11 @@ func (h *hedgedCall) Copy(ctx context.Context, n int) error {
 // system clock), whose readings carry the monotonic clock outside a bubble
 // and never inside one.
 func (h *hedgedCall) OutsideBubble() bool { return h.m.e.system && h.start != h.start.Round(0) }
+
+// Deadline returns the call's overall deadline (hedgehooks.Deadliner),
+// which each copy's context carries but the caller's does not: the policy
+// sends no copy, and waits no pushback, past it.
+func (h *hedgedCall) Deadline() (time.Time, bool) { return h.deadline, !h.deadline.IsZero() }
 
 // hold keeps what ends the first copy's context, d's or cancel, and ends
 // it at once when CancelFirst came first.

@@ -256,10 +256,13 @@ func (e *Engine) newHedge(st *state, m *Method, hc retry.HedgeConfig) *retry.Hed
 
 // isNonFatal: a non-fatal code (and not a relayed rejection: an answer,
 // never hedged); or a copy that its own attempt timeout ended: it got no
-// answer, and the copies in flight may still.
+// answer, and the copies in flight may still. A copy the overall timeout
+// ended is fatal: every copy after it would end at once too (an error
+// without a code, as HTTP's timeouts are, would match a transport's
+// uncoded errors otherwise).
 func (m *Method) isNonFatal(err error) bool {
-	if te, ok := timeoutOf(err); ok && te.Scope == timeout.Attempt {
-		return true
+	if te, ok := timeoutOf(err); ok {
+		return te.Scope == timeout.Attempt
 	}
 	return m.nonFatal.match(err)
 }

@@ -6,7 +6,10 @@
 // (in its init) without importing internal/engine.
 package hedgehooks
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Copies makes a hedged call's copies for [Run].
 type Copies interface {
@@ -20,6 +23,14 @@ type Copies interface {
 	// than copy 1's, maybe before copy 1 has derived its context: copy 1
 	// must then end as soon as it has.
 	CancelFirst()
+}
+
+// Deadliner is Copies whose call has a deadline that the caller's context
+// does not carry (meshless's overall timeout, applied to each copy's
+// context): the policy sends no copy, and waits no pushback, past it.
+type Deadliner interface {
+	// Deadline returns the call's deadline, if it has one.
+	Deadline() (time.Time, bool)
 }
 
 // OutsideBubble is Copies that know whether their call runs outside a
