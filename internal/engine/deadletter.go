@@ -42,6 +42,9 @@ type deadLetters struct {
 	queues map[string]*dlQueue         // by key
 	rdbs   []redis.UniversalClient     // clients dialled for a store's own redis section
 	closed bool
+	// retiring: queues a reload replaced, closing on goroutines of their
+	// own (see queueOf).
+	retiring sync.WaitGroup
 }
 
 type dlQueue struct {
@@ -66,7 +69,14 @@ func (e *Engine) queueOf(key string, cfg config.DeadLetter) (*deadletter.Queue, 
 		if old == qcfg && sameRedis(dq.cfg, cfg) {
 			return dq.q, nil
 		}
-		_ = dq.q.Close() // settings changed: a new queue on the same store
+		// Settings changed: a new queue on the same store, and the old one
+		// closed on a goroutine of its own. queueOf may run inside that
+		// queue's replay (its first call of a method the reload made
+		// anew), which Close waits for: closing it here, under the
+		// engine's locks, would wait on itself. The store's lease keeps
+		// the two queues from replaying a key at once.
+		prev := dq.q
+		d.retiring.Go(func() { _ = prev.Close() })
 		delete(d.queues, key)
 	}
 	st, err := e.storeOf(cfg)
@@ -287,21 +297,29 @@ func (e *Engine) Kick(key string) {
 	}
 }
 
-// closeDeadLetters closes the queues, then their stores and the Redis
-// clients dialled for them. Called with e.mu held.
-func (e *Engine) closeDeadLetters() {
+// detachDeadLetters marks the queues closed and returns what closes them,
+// then their stores and the Redis clients dialled for them, for the
+// caller to run once it holds no lock: a queue's Close waits for its
+// replay, which may be waiting for the engine's lock (a method's first
+// call). Called with e.mu held.
+func (e *Engine) detachDeadLetters() func() {
 	d := &e.dl
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true
-	for _, dq := range d.queues {
-		_ = dq.q.Close()
-	}
-	for _, st := range d.stores {
-		_ = st.Close()
-	}
-	for _, c := range d.rdbs {
-		_ = c.Close()
+	queues, stores, rdbs := d.queues, d.stores, d.rdbs
+	d.queues, d.stores, d.rdbs = nil, nil, nil
+	return func() {
+		for _, dq := range queues {
+			_ = dq.q.Close()
+		}
+		d.retiring.Wait()
+		for _, st := range stores {
+			_ = st.Close()
+		}
+		for _, c := range rdbs {
+			_ = c.Close()
+		}
 	}
 }
 

@@ -206,8 +206,7 @@ func (e *Engine) Reload(cfg *config.Config) error {
 // gauges of its breakers and bulkheads. Calls in flight finish.
 func (e *Engine) Close() {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.closeDeadLetters()
+	closeDeadLetters := e.detachDeadLetters()
 	e.closeCluster()
 	st := e.state.Load()
 	for _, be := range st.breakers {
@@ -216,6 +215,8 @@ func (e *Engine) Close() {
 	for _, be := range st.bulkheads {
 		be.b.Close()
 	}
+	e.mu.Unlock()
+	closeDeadLetters() // without the lock: a replay in flight may need it
 }
 
 // Breaker returns the breaker of key, once a call has created it.

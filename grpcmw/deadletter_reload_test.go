@@ -1,0 +1,83 @@
+package grpcmw_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+
+	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/grpcmw"
+)
+
+// A reload that changes a key's deadLetter settings (here maxAge), then the
+// key's next replay round (its 10s timer) before any live call of the
+// method: the replay goes through the chain, whose lookup of the method —
+// not yet built in the new configuration — builds it under the engine's
+// lock, and building it replaces the key's queue: queueOf closes the old
+// queue and waits for its goroutine, which is the very goroutine doing the
+// replay. It waits for itself for ever, holding the engine's locks: no
+// replay, and every later first call of a method, Kick, Breaker and Close
+// of the chain hang.
+func TestAReplayAfterAReloadDoesNotDeadlock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dl.db")
+	var (
+		mu     sync.Mutex
+		down   = true
+		served = make(chan string, 10)
+	)
+	f := new(faultServer)
+	f.setUnary(func(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return nil, errors.New("down")
+		}
+		served <- string(req.GetPayload().GetBody())
+		return &testgrpc.SimpleResponse{}, nil
+	})
+	yaml := func(maxAge string) string {
+		return `
+defaults:
+  circuitBreaker: { slidingWindowSize: 2, minimumNumberOfCalls: 2, waitDurationInOpenState: 1s, permittedNumberOfCallsInHalfOpenState: 1 }
+  retry: { enabled: false }
+  adaptiveThrottling: { enabled: false }
+  deadLetter: { path: ` + path + `, maxAge: ` + maxAge + ` }
+`
+	}
+	client, chain, _, stop := observed(t, f, yaml("24h"))
+	call := func(body string) error {
+		_, err := client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: []byte(body)}})
+		return err
+	}
+	for range 2 {
+		_ = call("fail") // the breaker opens
+	}
+	if err := call("a"); !errors.Is(err, deadletter.ErrDeferred) {
+		t.Fatalf("call a: %v, want it deferred", err)
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	cfg, err := grpcmw.ParseConfig([]byte(yaml("12h")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chain.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	// No live call now: the key's queue replays "a" on its own timer (10s).
+	select {
+	case got := <-served:
+		if got != "a" {
+			t.Fatalf("served %q", got)
+		}
+		stop()
+	case <-time.After(40 * time.Second): // a failure detector: the round comes 10s after the last one
+		t.Fatal("no replay reached the backend in 40s: the replay round deadlocked on itself (queueOf closes the queue that runs the replay, under the engine's lock)")
+	}
+}
