@@ -72,6 +72,9 @@ func (q *Queue) round(ks *keyState) time.Duration {
 		case errors.As(err, &corrupt):
 			q.emit(ks.key, EventDropped, 1)
 			q.logStoreError("an entry could not be decoded and was dropped", ks.key, err)
+			if ctx.Err() != nil {
+				return q.interval // closing
+			}
 			continue
 		case err != nil:
 			if ctx.Err() == nil {
@@ -81,7 +84,9 @@ func (q *Queue) round(ks *keyState) time.Duration {
 		case !ok:
 			return q.interval
 		}
-		if q.clock.Now().Sub(e.Enqueued) >= q.cfg.MaxAge {
+		// An entry stamped more than maxAge ahead of the clock (a store's
+		// hostile or skewed content) could never expire: it is expired.
+		if age := q.clock.Now().Sub(e.Enqueued); age >= q.cfg.MaxAge || age <= -q.cfg.MaxAge {
 			if err := lease.Expire(ctx, e); err != nil {
 				q.logStoreError("cannot expire an entry", ks.key, err)
 				return q.interval

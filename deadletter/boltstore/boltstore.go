@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -76,7 +77,7 @@ func Open(path string) (*Store, error) {
 		f.refs++
 		return &Store{f: f}, nil
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: LockTimeout})
+	db, err := openFile(path)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("boltstore: %s is locked by another process (a running service holds it; stop it, or use its Go API): %w", path, err)
 	}
@@ -93,6 +94,28 @@ func Open(path string) (*Store, error) {
 	f := &file{path: key, db: db, refs: 1, leases: map[string]*lease{}}
 	registry.files[key] = f
 	return &Store{f: f}, nil
+}
+
+// openFile opens the bbolt file at path; a damaged file is an error, not
+// a panic (see damaged).
+func openFile(path string) (db *bolt.DB, err error) {
+	defer damaged(path, &err)()
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: LockTimeout})
+}
+
+// damaged returns what a call into bbolt defers so that a damaged file
+// (bbolt panics on the pages it finds inconsistent, and a truncated file
+// faults the memory it maps) is an error that names it, set in *err, not
+// a panic that ends the process: faults become panics for the call
+// (debug.SetPanicOnFault), and the panic is recovered.
+func damaged(path string, err *error) func() {
+	old := debug.SetPanicOnFault(true)
+	return func() {
+		debug.SetPanicOnFault(old)
+		if p := recover(); p != nil {
+			*err = fmt.Errorf("boltstore: %s is damaged (restore it, or move it away to start afresh): %v", path, p)
+		}
+	}
 }
 
 // canonical returns path absolute, with the symbolic links of its
@@ -138,17 +161,19 @@ func (s *Store) Close() error {
 	return s.f.db.Close()
 }
 
-func (s *Store) update(fn func(root *bolt.Bucket) error) error {
+func (s *Store) update(fn func(root *bolt.Bucket) error) (err error) {
 	if s.closed.Load() {
 		return deadletter.ErrClosed
 	}
+	defer damaged(s.f.path, &err)()
 	return s.f.db.Update(func(tx *bolt.Tx) error { return fn(tx.Bucket(rootName)) })
 }
 
-func (s *Store) view(fn func(root *bolt.Bucket) error) error {
+func (s *Store) view(fn func(root *bolt.Bucket) error) (err error) {
 	if s.closed.Load() {
 		return deadletter.ErrClosed
 	}
+	defer damaged(s.f.path, &err)()
 	return s.f.db.View(func(tx *bolt.Tx) error {
 		root := tx.Bucket(rootName)
 		if root == nil {
@@ -219,7 +244,16 @@ func (k *keyBucket) save() error {
 		name []byte
 		v    int64
 	}{{nWaiting, k.nw}, {nParked, k.np}, {nBytes, k.bytes}} {
-		if err := k.b.Put(c.name, binary.BigEndian.AppendUint64(nil, uint64(max(c.v, 0)))); err != nil {
+		v := binary.BigEndian.AppendUint64(nil, uint64(max(c.v, 0)))
+		err := k.b.Put(c.name, v)
+		if errors.Is(err, bolterrors.ErrIncompatibleValue) {
+			// A hostile file's bucket under a counter's name: replaced, or
+			// no entry of the key could ever be removed.
+			if err = k.b.DeleteBucket(c.name); err == nil {
+				err = k.b.Put(c.name, v)
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -243,9 +277,14 @@ func parsePos(p string) ([]byte, error) {
 	return seqKey(n), nil
 }
 
-// decode reads an entry stored at k, with v its encoding.
+// decode reads an entry stored at k, with v its encoding. An entry under a
+// key that is no sequence number (a hostile file's) is corrupt: it could
+// never be acknowledged, and would be replayed at every round.
 func decode(k, v []byte) (deadletter.Entry, error) {
 	e := deadletter.Entry{Pos: pos(k)}
+	if len(k) != 8 {
+		return e, errors.New("boltstore: an entry under a key that is no sequence number")
+	}
 	err := e.UnmarshalBinary(v)
 	return e, err
 }

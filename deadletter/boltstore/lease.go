@@ -96,6 +96,9 @@ func (l *lease) remove(sk []byte, check bool) error {
 		}
 		v := k.waiting.Get(sk)
 		if v == nil {
+			if k.waiting.Bucket(sk) != nil { // a hostile file's: never counted
+				return k.waiting.DeleteBucket(sk)
+			}
 			return nil
 		}
 		size := len(v)
@@ -137,6 +140,9 @@ func (l *lease) Fail(_ context.Context, e deadletter.Entry, maxReplays int) (int
 		}
 		v := k.waiting.Get(sk)
 		if v == nil {
+			if k.waiting.Bucket(sk) != nil { // a hostile file's: never counted
+				return k.waiting.DeleteBucket(sk)
+			}
 			return nil
 		}
 		cur, err := decode(sk, v)
