@@ -219,6 +219,12 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) bool {
 	if !d.count(n, path) {
 		return false
 	}
+	return d.counted(n, path, v)
+}
+
+// counted is value of a node already counted (a pointer's element is the
+// pointer's value: counted once).
+func (d *decoder) counted(n *yaml.Node, path string, v reflect.Value) bool {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return true // an empty value: absent
 	}
@@ -231,7 +237,7 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) bool {
 		return d.names(n, path, v)
 	case t.Kind() == reflect.Pointer:
 		e := reflect.New(t.Elem())
-		if !d.value(n, path, e.Elem()) {
+		if !d.counted(n, path, e.Elem()) {
 			return false
 		}
 		v.Set(e)

@@ -87,10 +87,7 @@ func Scan(data []byte, stop int, join func(path, key string) string, clip func(s
 			return Result{Problem: &Problem{Path: pathOf(key), Line: ln, Message: "indentation uses a tab; YAML needs spaces"}}
 		}
 		ind := len(lead)
-		var indents []string
-		for _, l := range stack {
-			indents = append(indents, strconv.Itoa(l.indent))
-		}
+		above := stack // the levels before the dedent, for the message below only
 		dedented := false
 		for len(stack) > 0 && stack[len(stack)-1].indent > ind {
 			stack, dedented = stack[:len(stack)-1], true
@@ -104,6 +101,10 @@ func Scan(data []byte, stop int, join func(path, key string) string, clip func(s
 			what := "this line"
 			if isKey {
 				what = strconv.Quote(clip(key))
+			}
+			indents := make([]string, 0, len(above))
+			for _, l := range above {
+				indents = append(indents, strconv.Itoa(l.indent))
 			}
 			return Result{Problem: &Problem{Path: pathOf(key), Line: ln, Message: fmt.Sprintf(
 				"%s is indented %d spaces, which lines up with no key above it (they are indented %s); mind the indentation", what, ind, strings.Join(indents, ", "))}}
