@@ -3,6 +3,7 @@ package outlier
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -154,6 +155,10 @@ func codeSet(cs []codes.Code) (set uint32) {
 	return set
 }
 
+// MinInterval is the shortest interval between two runs of the detectors
+// (outlierDetection.interval), 0 aside (the default, 10s).
+const MinInterval = 10 * time.Millisecond
+
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	def := func(p *time.Duration, d time.Duration) {
@@ -215,6 +220,11 @@ func (c Config) Validate() error {
 		}
 	}
 	pos("interval", c.Interval)
+	if c.Interval > 0 && c.Interval < MinInterval {
+		// Each interval re-arms the detectors' timer: 1ns kept a core busy
+		// per connection.
+		bad("interval", "0 (the default, 10s) or at least "+MinInterval.String(), c.Interval)
+	}
 	pos("baseEjectionTime", c.BaseEjectionTime)
 	pos("maxEjectionTime", c.MaxEjectionTime)
 	pct("maxEjectionPercent", c.MaxEjectionPercent)
@@ -222,8 +232,11 @@ func (c Config) Validate() error {
 	pct("failurePercentage.threshold", c.FailurePercentage.Threshold)
 	nonNeg("failurePercentage.minimumHosts", c.FailurePercentage.MinimumHosts)
 	nonNeg("failurePercentage.requestVolume", c.FailurePercentage.RequestVolume)
-	if f := c.SuccessRate.StdevFactor; f < 0 || f != f {
+	switch f := c.SuccessRate.StdevFactor; {
+	case f < 0 || f != f:
 		bad("successRate.stdevFactor", ">= 0", f)
+	case math.IsInf(f, 1): // no service config can carry it (JSON)
+		bad("successRate.stdevFactor", "finite", f)
 	}
 	nonNeg("successRate.minimumHosts", c.SuccessRate.MinimumHosts)
 	nonNeg("successRate.requestVolume", c.SuccessRate.RequestVolume)
@@ -235,9 +248,16 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("failureStatusCodes[%d]", i), "a gRPC code 0-16", uint32(code))
 		}
 	}
-	if c.BaseEjectionTime > 0 && c.MaxEjectionTime > 0 && c.MaxEjectionTime < c.BaseEjectionTime {
-		errs = append(errs, fmt.Errorf("outlierDetection.maxEjectionTime: must be >= baseEjectionTime (%v), got %v",
-			c.BaseEjectionTime, c.MaxEjectionTime))
+	// Compared as the balancer compares them: with the defaults of those
+	// not written (30s and 300s).
+	if d := c.withDefaults(); c.BaseEjectionTime >= 0 && c.MaxEjectionTime >= 0 && d.MaxEjectionTime < d.BaseEjectionTime {
+		if c.MaxEjectionTime > 0 {
+			errs = append(errs, fmt.Errorf("outlierDetection.maxEjectionTime: must be >= baseEjectionTime (%v), got %v",
+				d.BaseEjectionTime, c.MaxEjectionTime))
+		} else {
+			errs = append(errs, fmt.Errorf("outlierDetection.baseEjectionTime: must be <= maxEjectionTime (%v, its default), got %v",
+				d.MaxEjectionTime, c.BaseEjectionTime))
+		}
 	}
 	if p := c.ChildPolicy; p != "" {
 		switch {
