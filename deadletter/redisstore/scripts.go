@@ -83,10 +83,14 @@ return id
 `)
 
 // lease: KEYS l; ARGV owner ttl(ms) maxttl(ms) → 1 taken, 0 held by another.
-// A lease without a TTL, or with one longer than any holder sets, is
-// hostile: it is taken over.
+// A lease without a TTL, or with one longer than any holder sets, or not a
+// string at all, is hostile: it is taken over.
 var leaseScript = redis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
+local cur = redis.pcall('GET', KEYS[1])
+if type(cur) == 'table' and cur.err then
+  redis.call('DEL', KEYS[1])
+  cur = false
+end
 if cur and cur ~= ARGV[1] then
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl > 0 and ttl <= tonumber(ARGV[3]) then return 0 end
@@ -110,6 +114,17 @@ if type(r) == 'table' and r.err then
   r = redis.call('XAUTOCLAIM', KEYS[1], 'replay', ARGV[1], 0, '0-0', 'COUNT', 1)
 end
 local e = r[2] and r[2][1]
+-- An id still pending whose entry was deleted takes XAUTOCLAIM's count and
+-- returns no entry: go on from its cursor, so that an older pending entry
+-- is never overtaken by a newer one (a bounded number of steps a call: each
+-- clears deleted ids from the pending list).
+local steps = 0
+while not e and r[1] ~= '0-0' and steps < 100 do
+  r = redis.call('XAUTOCLAIM', KEYS[1], 'replay', ARGV[1], 0, r[1], 'COUNT', 1)
+  e = r[2] and r[2][1]
+  steps = steps + 1
+end
+if not e and r[1] ~= '0-0' then return false end
 if not e then
   local rr = redis.call('XREADGROUP', 'GROUP', 'replay', ARGV[1], 'COUNT', 1, 'STREAMS', KEYS[1], '>')
   if rr and rr[1] and rr[1][2] then e = rr[1][2][1] end
