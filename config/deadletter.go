@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -127,16 +128,17 @@ func DeadLetterConfig(s *DeadLetterSection) (DeadLetter, error) {
 	for _, v := range []struct {
 		key string
 		bad bool
+		got func() any
 	}{
-		{"maxEntries", s.MaxEntries != nil && *s.MaxEntries < 1},
-		{"maxBytes", s.MaxBytes != nil && *s.MaxBytes < 1},
-		{"maxAge", s.MaxAge != nil && s.MaxAge.D() <= 0},
-		{"maxReplays", s.MaxReplays != nil && *s.MaxReplays < 1},
-		{"replayRate", s.ReplayRate != nil && *s.ReplayRate <= 0},
-		{"replayTimeout", s.ReplayTimeout != nil && s.ReplayTimeout.D() <= 0},
+		{"maxEntries", s.MaxEntries != nil && *s.MaxEntries < 1, func() any { return *s.MaxEntries }},
+		{"maxBytes", s.MaxBytes != nil && *s.MaxBytes < 1, func() any { return *s.MaxBytes }},
+		{"maxAge", s.MaxAge != nil && s.MaxAge.D() <= 0, func() any { return s.MaxAge.D() }},
+		{"maxReplays", s.MaxReplays != nil && *s.MaxReplays < 1, func() any { return *s.MaxReplays }},
+		{"replayRate", s.ReplayRate != nil && *s.ReplayRate <= 0, func() any { return *s.ReplayRate }},
+		{"replayTimeout", s.ReplayTimeout != nil && s.ReplayTimeout.D() <= 0, func() any { return s.ReplayTimeout.D() }},
 	} {
 		if v.bad {
-			errs = append(errs, &PathError{Path: v.key, Problem: "must be positive"})
+			errs = append(errs, &PathError{Path: v.key, Problem: fmt.Sprintf("must be positive, got %v", v.got())})
 		}
 	}
 	errs = append(errs, c.Validate())

@@ -279,6 +279,21 @@ func (d *decoder) counted(n *yaml.Node, path string, v reflect.Value) bool {
 	return true
 }
 
+// plainKey reports whether k is a key this schema reads: not a YAML merge
+// key (<<), which it does not expand, nor an alias, which would be read as
+// its anchor's name; each is an error.
+func (d *decoder) plainKey(k *yaml.Node, path string) bool {
+	switch {
+	case k.Tag == "!!merge" || k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0:
+		d.fail(k, path, "a YAML merge key (<<) is not supported: write the settings out, or put them at a level above, which this one inherits")
+		return false
+	case k.Kind == yaml.AliasNode:
+		d.fail(k, path, "an alias (*%s) is not supported as a key", k.Value)
+		return false
+	}
+	return true
+}
+
 // mapping decodes a YAML mapping into a struct, refusing unknown keys.
 func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) bool {
 	if n.Kind != yaml.MappingNode {
@@ -292,6 +307,9 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) bool {
 		kp := Join(path, k.Value)
 		if !d.count(k, kp) {
 			return true
+		}
+		if !d.plainKey(k, path) {
+			continue
 		}
 		if seen[k.Value] {
 			d.fail(k, kp, "appears twice")
@@ -367,6 +385,9 @@ func (d *decoder) keyed(n *yaml.Node, path string, v reflect.Value) bool {
 		kp := Join(path, k.Value)
 		if !d.count(k, kp) {
 			return true
+		}
+		if !d.plainKey(k, path) {
+			continue
 		}
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
 			d.fail(k, path, "want a non-empty name as key, got %s", show(k))

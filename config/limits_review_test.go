@@ -51,3 +51,48 @@ func TestTheValueLimitCountsEachValueOnce(t *testing.T) {
 		t.Fatalf("8,002 keys and values (limit %d) refused: %.300v", config.MaxConfigValues, err)
 	}
 }
+
+// YAML merge keys and aliases used as keys are misread without
+// an error: `<<: *x` under services, methods or hosts becomes an entry
+// named "<<", and an alias used as a key is read as the key its anchor's
+// *name* spells.
+func TestMergeKeysAndAliasKeysAreRefused(t *testing.T) {
+	for _, doc := range []string{
+		"services:\n  a.Base: &base { retry: { maxAttempts: 5 } }\n  <<: *base\n",
+		"services:\n  a.B:\n    methods:\n      Get: &m { retry: { maxAttempts: 5 } }\n      <<: *m\n",
+		"hosts:\n  a.example: &h { retry: { maxAttempts: 5 } }\n  <<: *h\n",
+		// The key is the mapping {enabled: true}, not "retry".
+		"defaults: { circuitBreaker: &retry { enabled: true }, *retry : { maxAttempts: 5 } }\n",
+	} {
+		cfg, err := config.Parse([]byte(doc))
+		if err == nil {
+			out, _ := cfg.Marshal()
+			t.Errorf("accepted:\n%s\nread as:\n%s", doc, out)
+		}
+	}
+}
+
+// These problems name the key but not the value (the brief:
+// an error names the path and the value).
+func TestErrorsShowTheValue(t *testing.T) {
+	for _, c := range []struct{ doc, path, value string }{
+		{"defaults: { bulkhead: { adaptive: { minLimit: -5 } } }", "defaults.bulkhead.adaptive.minLimit", "-5"},
+		{"defaults: { bulkhead: { adaptive: { maxLimit: -5, minLimit: 1, initialLimit: 1 } } }", "defaults.bulkhead.adaptive.maxLimit", "-5"},
+		{"defaults: { bulkhead: { adaptive: { initialLimit: 0 } } }", "defaults.bulkhead.adaptive.initialLimit", "0"},
+		{"defaults: { deadLetter: { maxEntries: 0 } }", "defaults.deadLetter.maxEntries", "0"},
+		{"defaults: { deadLetter: { maxBytes: 0 } }", "defaults.deadLetter.maxBytes", "0"},
+		{"defaults: { deadLetter: { maxAge: 0s } }", "defaults.deadLetter.maxAge", "0s"},
+		{"defaults: { deadLetter: { maxReplays: 0 } }", "defaults.deadLetter.maxReplays", "0"},
+		{"defaults: { deadLetter: { replayRate: 0 } }", "defaults.deadLetter.replayRate", "0"},
+		{"defaults: { deadLetter: { replayTimeout: 0s } }", "defaults.deadLetter.replayTimeout", "0s"},
+	} {
+		_, err := config.Parse([]byte(c.doc))
+		if err == nil {
+			t.Errorf("%s: accepted", c.doc)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, c.path+":") || !strings.Contains(msg, "got "+c.value) {
+			t.Errorf("%s: the error does not name %s and show %s: %v", c.doc, c.path, c.value, msg)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"sort"
 
 	"github.com/meshless/meshless/bulkhead"
@@ -66,7 +67,7 @@ func BulkheadConfig(b *BulkheadSection, name string) (bulkhead.Config, error) {
 			v   *int
 		}{{"adaptive.minLimit", a.MinLimit}, {"adaptive.maxLimit", a.MaxLimit}, {"adaptive.initialLimit", a.InitialLimit}} {
 			if f.v != nil && *f.v < 1 {
-				errs = append(errs, &PathError{Path: f.key, Problem: "must be at least 1"})
+				errs = append(errs, &PathError{Path: f.key, Problem: fmt.Sprintf("must be at least 1, got %d", *f.v)})
 			}
 		}
 		c.Adaptive = true
