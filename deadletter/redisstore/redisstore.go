@@ -256,30 +256,45 @@ func (s *Store) List(ctx context.Context, key string, state deadletter.State, af
 	if state == deadletter.Parked {
 		stream = k[1]
 	}
-	msgs, err := s.rdb.XRangeN(ctx, stream, from, "+", int64(min(max(n, 0), deadletter.MaxList))).Result()
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: list: %w", err)
-	}
-	var failed []any
-	if state == deadletter.Waiting && len(msgs) > 0 {
-		fields := make([]string, len(msgs))
+	n = min(max(n, 0), deadletter.MaxList)
+	out := make([]deadletter.Entry, 0, n)
+	// Entries that do not decode are skipped; the page is filled from the
+	// ones after them, so that a short page still means the end (a caller
+	// pages on until one is short). At most maxListReads reads a call.
+	for range maxListReads {
+		want := n - len(out)
+		msgs, err := s.rdb.XRangeN(ctx, stream, from, "+", int64(want)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: list: %w", err)
+		}
+		var failed []any
+		if state == deadletter.Waiting && len(msgs) > 0 {
+			fields := make([]string, len(msgs))
+			for i, m := range msgs {
+				fields[i] = "f:" + m.ID
+			}
+			failed, _ = s.rdb.HMGet(ctx, k[2], fields...).Result()
+		}
 		for i, m := range msgs {
-			fields[i] = "f:" + m.ID
+			var f any = m.Values["r"]
+			if i < len(failed) {
+				f = failed[i]
+			}
+			if e, err := decode(key, m.ID, m.Values, f); err == nil {
+				out = append(out, e)
+			}
 		}
-		failed, _ = s.rdb.HMGet(ctx, k[2], fields...).Result()
-	}
-	out := make([]deadletter.Entry, 0, len(msgs))
-	for i, m := range msgs {
-		var f any = m.Values["r"]
-		if i < len(failed) {
-			f = failed[i]
+		if len(out) >= n || len(msgs) < want { // full, or the stream's end
+			break
 		}
-		if e, err := decode(key, m.ID, m.Values, f); err == nil {
-			out = append(out, e)
-		}
+		from = "(" + msgs[len(msgs)-1].ID
 	}
 	return out, nil
 }
+
+// maxListReads bounds the stream reads of one List: a page of garbage
+// entries costs at most that many.
+const maxListReads = 16
 
 // findParked returns the stream entry of key's parked entry id.
 func (s *Store) findParked(ctx context.Context, key, id string) (deadletter.Entry, error) {
