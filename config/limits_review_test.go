@@ -96,3 +96,29 @@ func TestErrorsShowTheValue(t *testing.T) {
 		}
 	}
 }
+
+// Names that no gRPC service or method can have are refused, naming the
+// entry: before, a tab pasted after a service's name, a dash in a method's,
+// configured nothing without a word.
+func TestInvalidServiceAndMethodNamesAreRefused(t *testing.T) {
+	for _, doc := range []string{
+		"services: { \"grpc.health.v1.Health\\t\": { timeout: { overall: 1s } } }",
+		"services: { a.B: { methods: { \"Check-X\": { timeout: { overall: 1s } } } } }",
+		"services: { a.B: { methods: { \"Get\\tCharge\": {} } } }",
+		"services: { a.B: { methods: { \"9Lives\": {} } } }",
+		"services: { \"a-b.C\": {} }",
+		"services: { \"a..B\": {} }",
+	} {
+		if _, err := config.Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), "services.") {
+			t.Errorf("%s: %v, want an error naming the service or method", doc, err)
+		}
+	}
+	for _, doc := range []string{
+		"services: { grpc.health.v1.Health: { methods: { Check: {} } } }",
+		"services: { a_b.C9: { methods: { _Get2: {} } } }",
+	} {
+		if _, err := config.Parse([]byte(doc)); err != nil {
+			t.Errorf("%s: refused: %v", doc, err)
+		}
+	}
+}

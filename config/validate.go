@@ -98,7 +98,7 @@ func (c *Config) validate(failed map[string][]string, lines map[string]int, chec
 	for _, name := range sortedNames(c.Services) {
 		svc := c.Services[name]
 		spath := Join("services", name)
-		if strings.ContainsAny(name, "/ ") || strings.HasPrefix(name, ".") {
+		if !fullName(name) {
 			add(spath, "want a full service name such as payment.PaymentService")
 		}
 		if svc == nil {
@@ -114,7 +114,7 @@ func (c *Config) validate(failed map[string][]string, lines map[string]int, chec
 		for _, m := range sortedNames(svc.Methods) {
 			mp := svc.Methods[m]
 			mpath := Join(spath+".methods", m)
-			if strings.ContainsAny(m, "/. ") {
+			if !identifier(m) {
 				add(mpath, "want a method name such as Charge")
 			}
 			if mp == nil {
@@ -339,4 +339,33 @@ func formatValue(v any) string {
 		return fmt.Sprintf("%q", Clip(s))
 	}
 	return fmt.Sprint(v)
+}
+
+// identifier reports whether s is a protobuf identifier, as a gRPC method
+// name is: a letter or '_', then letters, digits and '_'. A name that is
+// not one (a tab pasted after it, a dash) matches no call: refused.
+func identifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// fullName reports whether s is a protobuf full name, as a gRPC service's
+// is: identifiers joined by '.'.
+func fullName(s string) bool {
+	for part := range strings.SplitSeq(s, ".") {
+		if !identifier(part) {
+			return false
+		}
+	}
+	return true
 }
