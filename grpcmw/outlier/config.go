@@ -155,9 +155,9 @@ func codeSet(cs []codes.Code) (set uint32) {
 	return set
 }
 
-// MinInterval is the shortest interval between two runs of the detectors
+// minInterval is the shortest interval between two runs of the detectors
 // (outlierDetection.interval), 0 aside (the default, 10s).
-const MinInterval = 10 * time.Millisecond
+const minInterval = 10 * time.Millisecond
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
@@ -220,10 +220,10 @@ func (c Config) Validate() error {
 		}
 	}
 	pos("interval", c.Interval)
-	if c.Interval > 0 && c.Interval < MinInterval {
+	if c.Interval > 0 && c.Interval < minInterval {
 		// Each interval re-arms the detectors' timer: 1ns kept a core busy
 		// per connection.
-		bad("interval", "0 (the default, 10s) or at least "+MinInterval.String(), c.Interval)
+		bad("interval", "0 (the default, 10s) or at least "+minInterval.String(), c.Interval)
 	}
 	pos("baseEjectionTime", c.BaseEjectionTime)
 	pos("maxEjectionTime", c.MaxEjectionTime)
