@@ -345,7 +345,9 @@ func (c *Call) deferFailed(a Attempt, err error) error {
 	}
 	en.Key = m.Settings.Key
 	kept := m.dlq.Defer(c.caller, en, err)
-	if kept == err {
+	if _, ok := kept.(*deadletter.DeferredError); !ok {
+		// Not kept: err itself (not compared with ==, which panics on an
+		// error of a type that is not comparable, a slice of errors).
 		return err
 	}
 	return m.e.t.Rejection(kept)
