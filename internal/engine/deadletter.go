@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -119,7 +120,16 @@ func (e *Engine) storeOf(cfg config.DeadLetter) (deadletter.Store, error) {
 	d := &e.dl
 	id := "local:" + cfg.Config.Path
 	if cfg.Config.Store == deadletter.StoreRedis {
-		id = "redis:" + cfg.Namespace
+		// The server is part of the store: two sections with the same
+		// namespace on two servers are two stores (the chain's client, or
+		// the cluster's, when the section names none).
+		server := ""
+		if cfg.Redis != nil {
+			if ro, _ := cfg.Redis.Options(); ro != nil {
+				server = ro.Addr + "/" + strconv.Itoa(ro.DB)
+			}
+		}
+		id = "redis:" + server + ":" + cfg.Namespace
 	}
 	if st, ok := d.stores[id]; ok {
 		return st, nil
