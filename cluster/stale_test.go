@@ -25,7 +25,7 @@ func TestALateInstancesFieldIsNotDeletedOnceWrittenAgain(t *testing.T) {
 	a.sync()
 	w.clk.Advance(3*interval + time.Millisecond) // a is late: its field is stale for b
 	b.sync()
-	a.sync() // a writes it again
+	a.sync()         // a writes it again
 	b.calls(5, fail) // alone they open b; with a's 10 successes (5 of 16) they do not
 	b.calls(1, ok)
 	b.sync() // deletes nothing: a's field changed since b judged it
