@@ -96,16 +96,27 @@ func (r *httpCallRecorder) Record(ctx context.Context, e resilience.Event) {
 		return
 	}
 	k := httpKey{method: uint8(len(httpMethods)), errorType: e.ErrorType}
-	if k.errorType == "" && e.Err != nil {
-		k.errorType = otherValue // a failed call its sender did not name
+	if k.errorType == "" && e.Err != nil || outOfRange(k.errorType) {
+		// A failed call its sender did not name, or a status number no
+		// HTTP status has (from the server: it may not spend the bound).
+		k.errorType = otherValue
 	}
 	if hc, ok := ctx.(HTTPCall); ok {
 		k.method = methodIndex(hc.HTTPRequestMethod())
-		if s := hc.HTTPResponseStatusCode(e.Err); s > 0 && s < 1000 {
+		if s := hc.HTTPResponseStatusCode(e.Err); s >= 100 && s <= 599 {
 			k.status = uint16(s)
 		}
 	}
 	r.o.callDuration.Record(ctx, e.Duration.Seconds(), r.opts(k)...)
+}
+
+// outOfRange reports whether t is a number outside HTTP's 100–599.
+func outOfRange(t string) bool {
+	if t == "" || t[0] < '0' || t[0] > '9' {
+		return false
+	}
+	n, err := strconv.Atoi(t)
+	return err != nil || n < 100 || n > 599
 }
 
 func methodIndex(m string) uint8 {

@@ -44,6 +44,9 @@ type OutlierListener struct {
 
 	mu        sync.Mutex
 	endpoints map[string]*outlierEndpoint
+	// seen: the addresses recorded as themselves, at most maxOutlierAddrs;
+	// others are recorded as _OTHER (a counter keeps every series it had).
+	seen map[string]bool
 }
 
 type outlierEndpoint struct {
@@ -61,7 +64,7 @@ func NewOutlierListener(mp metric.MeterProvider) (*OutlierListener, error) {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter(ScopeName)
-	l := &OutlierListener{endpoints: map[string]*outlierEndpoint{}}
+	l := &OutlierListener{endpoints: map[string]*outlierEndpoint{}, seen: map[string]bool{}}
 	l.ejections = instrument(m.Int64Counter(metricOutlierEjections,
 		metric.WithUnit("{ejection}"),
 		metric.WithDescription("Endpoints ejected from load balancing by outlier detection, by reason.")),
@@ -78,6 +81,11 @@ func NewOutlierListener(mp metric.MeterProvider) (*OutlierListener, error) {
 	}
 	return l, nil
 }
+
+// maxOutlierAddrs bounds the endpoint addresses a listener records as
+// themselves: addresses come from name resolution (pods come and go), and
+// the ejections counter keeps a series for each it saw.
+const maxOutlierAddrs = 1000
 
 // endpoint returns addr's entry, made on first use. Called with l.mu held.
 func (l *OutlierListener) endpoint(addr string) *outlierEndpoint {
@@ -100,6 +108,13 @@ func (l *OutlierListener) endpoint(addr string) *outlierEndpoint {
 // Ejected records that addr was ejected for reason.
 func (l *OutlierListener) Ejected(addr, reason string) {
 	l.mu.Lock()
+	if !l.seen[addr] {
+		if len(l.seen) < maxOutlierAddrs {
+			l.seen[addr] = true
+		} else {
+			addr = otherValue
+		}
+	}
 	e := l.endpoint(addr)
 	e.ejected++
 	i := len(outlierReasons)
@@ -117,6 +132,9 @@ func (l *OutlierListener) Ejected(addr, reason string) {
 func (l *OutlierListener) Returned(addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.seen[addr] {
+		addr = otherValue // ejected past the bound
+	}
 	if e := l.endpoints[addr]; e != nil && e.ejected > 0 {
 		e.ejected--
 	}

@@ -2,6 +2,7 @@ package otelmw
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -260,6 +261,11 @@ func (r *callRecorder) Record(ctx context.Context, e resilience.Event) {
 }
 
 func (r *callRecorder) errorOpts(errorType string) []metric.RecordOption {
+	if strings.HasPrefix(errorType, "CODE_") {
+		// A code number no gRPC code has, from the server: not a value of
+		// its own, so that a server cannot spend the bound on them.
+		errorType = otherValue
+	}
 	if opts, ok := (*r.errs.Load())[errorType]; ok {
 		return opts
 	}

@@ -130,7 +130,7 @@ func statusCode(err error) (uint32, bool) {
 		if m := reflect.ValueOf(err).MethodByName("GRPCStatus"); m.IsValid() &&
 			m.Type().NumIn() == 0 && m.Type().NumOut() == 1 {
 			st := m.Call(nil)[0]
-			if !(st.Kind() == reflect.Pointer && st.IsNil()) {
+			if !((st.Kind() == reflect.Pointer || st.Kind() == reflect.Interface) && st.IsNil()) {
 				if c := st.MethodByName("Code"); c.IsValid() && c.Type().NumIn() == 0 &&
 					c.Type().NumOut() == 1 && c.Type().Out(0).Kind() == reflect.Uint32 {
 					return uint32(c.Call(nil)[0].Uint()), true
