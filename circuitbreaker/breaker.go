@@ -9,9 +9,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshless/meshless/internal/breakerhooks"
 	"github.com/meshless/meshless/internal/coord"
 	"github.com/meshless/meshless/resilience"
 )
+
+// The engine skips a call's end reading when a deadline proves the call
+// fast (internal/engine's runPlain); it asks the breaker's threshold here.
+func init() {
+	breakerhooks.SlowThreshold = func(b any) (time.Duration, bool) {
+		br := b.(*Breaker)
+		return br.config().SlowCallDurationThreshold, br.rec != nil
+	}
+}
 
 // Breaker is a circuit breaker with Resilience4j's semantics: a count- or
 // time-based sliding window, failure-rate and slow-call-rate thresholds,

@@ -211,6 +211,27 @@ func (a *AttemptDeadline) EndIn(err error, end time.Time, took time.Duration) er
 	return &timeout.Error{Scope: timeout.Attempt, Timeout: p.attemptD, Err: err}
 }
 
+// FirstBound returns how long after a call's start its first attempt's
+// deadline comes at the latest, when the plan derives one: the per-attempt
+// timeout, or the overall one without it; 0 when neither sets a deadline
+// (none, or observing). An attempt that ended while [AttemptDeadline.Live]
+// took less (but for its timer's lateness).
+func (p *Plan) FirstBound() time.Duration {
+	if p.observes {
+		return 0
+	}
+	if p.attemptD > 0 {
+		return p.attemptD
+	}
+	return p.overallD
+}
+
+// Live reports whether the attempt ran under a deadline the plan derived
+// and that deadline has not yet ended it: its timer has not fired, so the
+// attempt, ended now, took less than the deadline's distance from its
+// start. Ask it before [AttemptDeadline.EndIn], which releases the context.
+func (a *AttemptDeadline) Live() bool { return a.ctx != nil && a.ctx.Err() == nil }
+
 // Reports reports whether [Call.End] has anything to do for a call that
 // succeeded: report the overall timeout's event. A caller may skip End for
 // a nil error when it does not.

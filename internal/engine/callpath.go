@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/internal/breakerhooks"
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/resilience"
@@ -145,11 +146,14 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 		err = a.Attempt(actx, 1)
 		aerr := err // as the attempt returned it, for Took
 		var took time.Duration
-		if m.e.system { // the end, without a call of its own (Engine.since)
+		switch {
+		case !m.e.system:
+			end, took = m.e.since(start)
+		case err == nil && m.endFree > 0 && d.Live() && m.breakerTrusts():
+			end = start // its deadline proves it fast: see Method.endFree
+		default: // the end, without a call of its own (Engine.since)
 			took = time.Since(start)
 			end = start.Add(took)
-		} else {
-			end, took = m.e.since(start)
 		}
 		// r, the gates' result, is written field by field, well before
 		// its first copy, and a field only when it is not r's zero value:
@@ -193,6 +197,19 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 		n, err = c.retry(a, 1, err)
 	}
 	return n, c.End(c.deferCall(a, err))
+}
+
+// breakerTrusts reports whether the method's breaker, if it has one, can
+// count a success without its duration when the success came at most
+// m.endFree after its start (see Method.endFree): the breaker tells no
+// observer, and m.endFree is half its slow-call threshold or less. The
+// threshold is read at each call, as Reconfigure may change it.
+func (m *Method) breakerTrusts() bool {
+	if m.breaker == nil {
+		return true
+	}
+	slow, observed := breakerhooks.SlowThreshold(m.breaker)
+	return !observed && m.endFree <= slow/2
 }
 
 // begin is Begin into c, a zero Call: a unary call's Call is not copied.

@@ -9,7 +9,8 @@ import (
 
 // callPath is callpath.go's functions, in its order.
 var callPath = []any{
-	(*Engine).Cached, (*methodTable).load, hotIndex, (*Method).Run, (*Method).runPlain, (*Method).begin,
+	(*Engine).Cached, (*methodTable).load, hotIndex, (*Method).Run, (*Method).runPlain, (*Method).breakerTrusts,
+	(*Method).begin,
 	(*Engine).now, (*Engine).real, (*Call).retried, (*Call).retry, (*Call).attempt, (*Call).admit,
 	(*throttleGate).EnterAt, (*Call).Finish, (*Call).finish, (*Engine).since, (*classes).classifier,
 	(*classes).verdicts, (*classes).outcome, (*classes).verdict, (*Call).Abort,

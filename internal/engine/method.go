@@ -59,6 +59,22 @@ type Method struct {
 	// policy and neither observes nor makes attempts wait, on a clock whose
 	// readings are real time (the system clock's, or a test's that says so).
 	plain bool
+	// endFree, when not 0, is how long after its start a plain call's first
+	// attempt's deadline comes at the latest (deadline.Plan.FirstBound), on
+	// the system clock and with nothing that hears a call's duration: no
+	// observer, no timed attempts (an outlier balancer's). An attempt that
+	// succeeds while that deadline is live (its timer has not fired) took
+	// less than endFree, so runPlain does not read the clock at its end
+	// when the breaker's slow-call threshold is twice endFree or more
+	// (breakerTrusts): the success is not slow, whatever its exact duration,
+	// and the gates count it at its start, at most endFree before its end:
+	// the breaker's window (a TIME_BASED one places it by that time) and the
+	// throttler's, whose slot endFree must not exceed (so that the success
+	// lands in its end's slot or the one before). A timer fires late only by
+	// the runtime's scheduling delay, which would have to exceed the
+	// threshold minus endFree (1 s on defaults: a 1 s per-attempt timeout,
+	// a 2 s threshold) to hide a slow call.
+	endFree time.Duration
 }
 
 // Name returns the method's name for observers: "pkg.Svc/Method".
@@ -124,6 +140,7 @@ func (e *Engine) build(st *state, group, name string) *Method {
 	}
 	// The gates of an attempt, outer to inner (see order.go).
 	var g gates
+	throttleSlot := time.Duration(-1) // no throttler
 	if s.Breaker != nil && !o.ServerSide {
 		if be := e.breakerOf(st, s.Key, *s.Breaker); be != nil {
 			m.breaker, g.breaker = be.b, be.gate
@@ -136,7 +153,7 @@ func (e *Engine) build(st *state, group, name string) *Method {
 	}
 	if s.Throttler != nil && !o.ServerSide {
 		if te := e.throttlerOf(st, s.Key, *s.Throttler, m.breaker, &m.classes); te != nil {
-			g.throttler = te.gate
+			g.throttler, throttleSlot = te.gate, te.cfg.Window/10 // its window's 10 slots
 		}
 	}
 	if s.Bulkhead != nil {
@@ -179,6 +196,12 @@ func (e *Engine) build(st *state, group, name string) *Method {
 	}
 	m.unaryDeadlines = deadline.NewPlan(m.newTimeout(s.PerAttempt, timeout.Attempt), m.newTimeout(s.Overall, timeout.Overall))
 	m.plain = m.attempts != nil && !m.observe && !m.waits && e.realTime
+	if m.plain && e.system && o.Observer == nil && !e.timed {
+		m.endFree = m.unaryDeadlines.FirstBound()
+		if throttleSlot >= 0 && m.endFree > throttleSlot {
+			m.endFree = 0 // a success could be counted more than a slot before its end
+		}
+	}
 	m.streamDeadlines = deadline.NewPlan(m.newTimeout(s.StreamPerAttempt, timeout.Attempt), m.newTimeout(s.StreamOverall, timeout.Overall))
 	return m
 }

@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/config"
+	"github.com/meshless/meshless/resilience"
+)
+
+// endFreeEngine returns an engine on the system clock, without observers,
+// whose methods run plain with a per-attempt timeout of perAttempt and a
+// breaker whose slow-call threshold is slow (COUNT_BASED, 10 calls).
+func endFreeEngine(t *testing.T, perAttempt, slow time.Duration) (*Engine, *Method) {
+	t.Helper()
+	cfg := &config.Config{Defaults: config.Policies{
+		Timeout: &config.TimeoutSection{PerAttempt: config.Dur(perAttempt), Overall: config.Dur(3 * perAttempt)},
+		CircuitBreaker: &config.CircuitBreakerSection{SlowCallDurationThreshold: config.Dur(slow),
+			SlidingWindowSize: config.Ptr(10), MinimumNumberOfCalls: config.Ptr(10)},
+	}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(cfg, fakeTransport{}, Options{MaxKeys: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := lookup(e, "/a.B/C")
+	if !m.plain || m.endFree != perAttempt {
+		t.Fatalf("plain %v, endFree %v: want a plain method, endFree %v", m.plain, m.endFree, perAttempt)
+	}
+	return e, m
+}
+
+// run makes one call of m whose attempt takes d, ignoring its context, and
+// succeeds.
+func runFor(t *testing.T, m *Method, d time.Duration) {
+	t.Helper()
+	if _, err := m.Run(context.Background(), &scripted{script: func(int) error {
+		time.Sleep(d)
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A plain call that succeeds before its deadline is not timed at its end
+// when the deadline proves it fast (Method.endFree); every success that the
+// deadline does not prove fast is timed still, and counted slow when it was.
+func TestASuccessIsTimedUnlessItsDeadlineProvesItFast(t *testing.T) {
+	slowCalls := func(m *Method) (calls, slow int64) {
+		mt := m.breaker.Metrics()
+		return mt.Calls, mt.SlowCalls
+	}
+	t.Run("past its deadline: the timer fired, so the end is read", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// The deadline (1 s) is half the threshold (2 s): a success
+			// before it needs no end, but this one ignores its context and
+			// succeeds after 3 s.
+			e, m := endFreeEngine(t, time.Second, 2*time.Second)
+			defer e.Close()
+			runFor(t, m, 3*time.Second)
+			if _, slow := slowCalls(m); slow != 1 {
+				t.Errorf("slow calls %d, want 1: a success past its deadline was not timed", slow)
+			}
+		})
+	})
+	t.Run("a threshold under twice the deadline: the end is read", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// 700 ms is before the 1 s deadline, and slow at 500 ms.
+			e, m := endFreeEngine(t, time.Second, 500*time.Millisecond)
+			defer e.Close()
+			runFor(t, m, 700*time.Millisecond)
+			if _, slow := slowCalls(m); slow != 1 {
+				t.Errorf("slow calls %d, want 1: a slow success before its deadline was not timed", slow)
+			}
+		})
+	})
+	t.Run("a threshold lowered by Reconfigure: the end is read", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e, m := endFreeEngine(t, time.Second, time.Minute)
+			defer e.Close()
+			runFor(t, m, 700*time.Millisecond) // proved fast: 1 s is under 30 s
+			c := m.breaker.Config()
+			c.SlowCallDurationThreshold = 500 * time.Millisecond
+			if err := m.breaker.Reconfigure(circuitbreaker.WithConfig(c)); err != nil {
+				t.Fatal(err)
+			}
+			runFor(t, m, 700*time.Millisecond)
+			if _, slow := slowCalls(m); slow != 1 {
+				t.Errorf("slow calls %d, want 1: the breaker's new threshold was not asked", slow)
+			}
+		})
+	})
+	t.Run("proved fast: counted as a success that is not slow", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e, m := endFreeEngine(t, time.Second, time.Minute)
+			defer e.Close()
+			// A failure first, so that the window is not clean and the
+			// breaker counts the successes that follow.
+			if _, err := m.Run(context.Background(), &scripted{script: func(int) error { return &codeError{code: 14} }}); err == nil {
+				t.Fatal("the failing call succeeded")
+			}
+			for range 3 {
+				runFor(t, m, 900*time.Millisecond)
+			}
+			mt := m.breaker.Metrics()
+			if mt.SuccessfulCalls != 3 || mt.SlowCalls != 0 {
+				t.Errorf("successes %d, slow %d: want 3 and 0", mt.SuccessfulCalls, mt.SlowCalls)
+			}
+		})
+	})
+}
+
+// A method skips the read only where nothing needs a success's duration or
+// its exact end: no observer (metrics are told every duration), no timed
+// attempts (the outlier balancer's slow-call detection), the system clock,
+// a deadline to prove the bound, and a throttler whose slot is no shorter
+// than that deadline.
+func TestEndFreeOnlyWhereNothingNeedsTheEnd(t *testing.T) {
+	obs := resilience.ObserverFunc(func(resilience.Source) resilience.Recorder { return nil })
+	for _, tc := range []struct {
+		name    string
+		timeout config.TimeoutSection
+		window  time.Duration // the throttler's; 0: its default, 10 s
+		opts    Options
+		want    time.Duration
+	}{
+		{"defaults", config.TimeoutSection{}, 0, Options{}, time.Second},
+		{"the overall timeout alone", config.TimeoutSection{PerAttempt: config.Dur(0), Overall: config.Dur(800 * time.Millisecond)},
+			0, Options{}, 800 * time.Millisecond},
+		{"no timeout", config.TimeoutSection{Enabled: config.Ptr(false)}, 0, Options{}, 0},
+		{"an observer", config.TimeoutSection{}, 0, Options{Observer: obs}, 0},
+		{"timed attempts", config.TimeoutSection{}, 0, Options{TimedAttempts: true}, 0},
+		{"a clock of the options", config.TimeoutSection{}, 0, Options{Clock: wallClock{}}, 0},
+		{"a throttler slot shorter than the deadline", config.TimeoutSection{}, 5 * time.Second, Options{}, 0},
+		{"a throttler slot as long", config.TimeoutSection{}, 10 * time.Second, Options{}, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &config.Config{Defaults: config.Policies{Timeout: &tc.timeout}}
+			if tc.window > 0 {
+				cfg.Defaults.AdaptiveThrottling = &config.AdaptiveThrottlingSection{Window: config.Dur(tc.window)}
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			tc.opts.MaxKeys = 10
+			e, err := New(cfg, fakeTransport{}, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			if m := lookup(e, "/a.B/C"); m.endFree != tc.want {
+				t.Errorf("endFree %v, want %v", m.endFree, tc.want)
+			}
+		})
+	}
+}
