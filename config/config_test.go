@@ -69,6 +69,8 @@ services:
 func TestDeadLetterProblemsNameTheirPath(t *testing.T) {
 	for _, tt := range []struct{ yaml, want string }{
 		{"defaults: { deadLetter: { on: [SOMETIMES] } }", `defaults.deadLetter.on[0]: must be CIRCUIT_OPEN or RETRIES_EXHAUSTED, got "SOMETIMES"`},
+		{"defaults: { deadLetter: { on: [] } }", "defaults.deadLetter.on: is empty: name CIRCUIT_OPEN, RETRIES_EXHAUSTED or both"},
+		{"defaults: { deadLetter: {} }\nservices: { a.B: { methods: { Get: { deadLetter: { on: [] } } } } }", `services."a.B".methods.Get.deadLetter.on: is empty`},
 		{"defaults: { deadLetter: { store: redis } }", "defaults.deadLetter.namespace: store: redis needs a namespace"},
 		{"defaults: { deadLetter: { store: disk } }", `defaults.deadLetter.store: must be local or redis, got "disk"`},
 		{"defaults: { deadLetter: { store: redis, namespace: n, path: x } }", "defaults.deadLetter.path: is for store: local"},

@@ -67,6 +67,9 @@ type DeadLetter struct {
 func DeadLetterConfig(s *DeadLetterSection) (DeadLetter, error) {
 	var errs []error
 	c := deadletter.DefaultConfig()
+	if s.On != nil && len(s.On) == 0 { // written as [], which would read as the default
+		errs = append(errs, &PathError{Path: "on", Problem: "is empty: name CIRCUIT_OPEN, RETRIES_EXHAUSTED or both (leave it out for CIRCUIT_OPEN); to defer nothing, set enabled: false"})
+	}
 	if len(s.On) > 0 {
 		c.On = 0
 		for i, name := range s.On {
