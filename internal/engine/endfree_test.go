@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -138,9 +139,13 @@ func TestEndFreeOnlyWhereNothingNeedsTheEnd(t *testing.T) {
 		{"a clock of the options", config.TimeoutSection{}, 0, Options{Clock: wallClock{}}, 0},
 		{"a throttler slot shorter than the deadline", config.TimeoutSection{}, 5 * time.Second, Options{}, 0},
 		{"a throttler slot as long", config.TimeoutSection{}, 10 * time.Second, Options{}, time.Second},
+		{"a TIME_BASED breaker window", config.TimeoutSection{}, 0, Options{}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &config.Config{Defaults: config.Policies{Timeout: &tc.timeout}}
+			if tc.name == "a TIME_BASED breaker window" {
+				cfg.Defaults.CircuitBreaker = &config.CircuitBreakerSection{SlidingWindowType: config.Ptr("TIME_BASED")}
+			}
 			if tc.window > 0 {
 				cfg.Defaults.AdaptiveThrottling = &config.AdaptiveThrottlingSection{Window: config.Dur(tc.window)}
 			}
@@ -156,6 +161,73 @@ func TestEndFreeOnlyWhereNothingNeedsTheEnd(t *testing.T) {
 			if m := lookup(e, "/a.B/C"); m.endFree != tc.want {
 				t.Errorf("endFree %v, want %v", m.endFree, tc.want)
 			}
+		})
+	}
+}
+
+// A TIME_BASED breaker counts the calls that ended in its last N seconds: a
+// success placed at its start (were it proved fast by its deadline) could
+// be out of the window when the next call is counted, while fast failures
+// count at their end, and the failure rate would open the breaker on a
+// healthy backend. Such a method reads every success's end.
+func TestEndFreeTimeBasedWindowKeepsSuccessesThatEndedInIt(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		perAttempt, slow time.Duration
+		window           int           // seconds
+		wait, took       time.Duration // before the successes; each success's time
+		after            time.Duration // from the successes' end to the failures
+		throttling       *config.AdaptiveThrottlingSection
+	}{
+		// No throttler: endFree is the whole 10 s per-attempt timeout.
+		{"10s deadline, 10s window, no throttler", 10 * time.Second, 20 * time.Second, 10, 0, 9500 * time.Millisecond, time.Second,
+			&config.AdaptiveThrottlingSection{Enabled: config.Ptr(false)}},
+		// Default timeouts, breaker threshold and throttler (slot 1 s): a
+		// 2 s window still loses successes that crossed a second.
+		{"defaults, 2s window", time.Second, 2 * time.Second, 2, 900 * time.Millisecond, 900 * time.Millisecond, 200 * time.Millisecond, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := &config.Config{Defaults: config.Policies{
+					Timeout: &config.TimeoutSection{PerAttempt: config.Dur(tc.perAttempt), Overall: config.Dur(3 * tc.perAttempt)},
+					CircuitBreaker: &config.CircuitBreakerSection{
+						SlidingWindowType:         config.Ptr("TIME_BASED"),
+						SlidingWindowSize:         config.Ptr(tc.window),
+						MinimumNumberOfCalls:      config.Ptr(5),
+						SlowCallDurationThreshold: config.Dur(tc.slow),
+					},
+					AdaptiveThrottling: tc.throttling,
+				}}
+				if err := cfg.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				e, err := New(cfg, fakeTransport{}, Options{MaxKeys: 10})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close()
+				m := lookup(e, "/a.B/C")
+				time.Sleep(tc.wait)
+				// Six successes at once, each under its deadline and far
+				// from slow.
+				var wg sync.WaitGroup
+				for range 6 {
+					wg.Go(func() { runFor(t, m, tc.took) })
+				}
+				wg.Wait()
+				// In the window's next second: five fast failures
+				// (INTERNAL: a failure, not retried).
+				time.Sleep(tc.after)
+				for range 5 {
+					m.Run(context.Background(), &scripted{script: func(int) error { return &codeError{code: 13} }})
+				}
+				// The window holds 11 calls, 5 failed: 45 % < 50 %.
+				mt := m.breaker.Metrics()
+				if st := m.breaker.State(); st != circuitbreaker.StateClosed || mt.Calls != 11 {
+					t.Errorf("state %v, window calls %d (failed %d): want CLOSED with 11 calls (6 successes that ended %v ago, 5 failures)",
+						st, mt.Calls, mt.FailedCalls, tc.after)
+				}
+			})
 		})
 	}
 }

@@ -68,9 +68,10 @@ type Method struct {
 	// when the breaker's slow-call threshold is twice endFree or more
 	// (breakerTrusts): the success is not slow, whatever its exact duration,
 	// and the gates count it at its start, at most endFree before its end:
-	// the breaker's window (a TIME_BASED one places it by that time) and the
-	// throttler's, whose slot endFree must not exceed (so that the success
-	// lands in its end's slot or the one before). A timer fires late only by
+	// the breaker's window, which must be COUNT_BASED (a TIME_BASED one
+	// places a call by its time, and would drop such a success early), and
+	// the throttler's, whose slot endFree must not exceed (so that the
+	// success lands in its end's slot or the one before). A timer fires late only by
 	// the runtime's scheduling delay, which would have to exceed the
 	// threshold minus endFree (1 s on defaults: a 1 s per-attempt timeout,
 	// a 2 s threshold) to hide a slow call.
@@ -200,6 +201,12 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		m.endFree = m.unaryDeadlines.FirstBound()
 		if throttleSlot >= 0 && m.endFree > throttleSlot {
 			m.endFree = 0 // a success could be counted more than a slot before its end
+		}
+		if m.breaker != nil && m.breaker.Config().SlidingWindowType == circuitbreaker.TimeBased {
+			// Its window holds the calls that ended in its last seconds: a
+			// success placed at its start could leave it early. A running
+			// breaker keeps its window type (Reconfigure refuses a new one).
+			m.endFree = 0
 		}
 	}
 	m.streamDeadlines = deadline.NewPlan(m.newTimeout(s.StreamPerAttempt, timeout.Attempt), m.newTimeout(s.StreamOverall, timeout.Overall))
