@@ -52,50 +52,41 @@ func runFor(t *testing.T, m *Method, d time.Duration) {
 // when the deadline proves it fast (Method.endFree); every success that the
 // deadline does not prove fast is timed still, and counted slow when it was.
 func TestASuccessIsTimedUnlessItsDeadlineProvesItFast(t *testing.T) {
-	slowCalls := func(m *Method) (calls, slow int64) {
-		mt := m.breaker.Metrics()
-		return mt.Calls, mt.SlowCalls
+	// Each case's success is slow: the deadline must not hide it.
+	for _, tc := range []struct {
+		name      string
+		threshold time.Duration // the breaker's, at build
+		lowered   time.Duration // the threshold Reconfigure sets after a first call; 0: none
+		took      time.Duration
+	}{
+		// The deadline (1 s) is half the threshold (2 s): a success before
+		// it needs no end, but this one ignores its context and succeeds
+		// after 3 s.
+		{"past its deadline: the timer fired, so the end is read", 2 * time.Second, 0, 3 * time.Second},
+		// 700 ms is before the 1 s deadline, and slow at 500 ms.
+		{"a threshold under twice the deadline: the end is read", 500 * time.Millisecond, 0, 700 * time.Millisecond},
+		// Proved fast at first (1 s is under 30 s), slow once lowered.
+		{"a threshold lowered by Reconfigure: the end is read", time.Minute, 500 * time.Millisecond, 700 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, m := endFreeEngine(t, time.Second, tc.threshold)
+				defer e.Close()
+				if tc.lowered > 0 {
+					runFor(t, m, tc.took)
+					c := m.breaker.Config()
+					c.SlowCallDurationThreshold = tc.lowered
+					if err := m.breaker.Reconfigure(circuitbreaker.WithConfig(c)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				runFor(t, m, tc.took)
+				if slow := m.breaker.Metrics().SlowCalls; slow != 1 {
+					t.Errorf("slow calls %d, want 1: a slow success was not timed", slow)
+				}
+			})
+		})
 	}
-	t.Run("past its deadline: the timer fired, so the end is read", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			// The deadline (1 s) is half the threshold (2 s): a success
-			// before it needs no end, but this one ignores its context and
-			// succeeds after 3 s.
-			e, m := endFreeEngine(t, time.Second, 2*time.Second)
-			defer e.Close()
-			runFor(t, m, 3*time.Second)
-			if _, slow := slowCalls(m); slow != 1 {
-				t.Errorf("slow calls %d, want 1: a success past its deadline was not timed", slow)
-			}
-		})
-	})
-	t.Run("a threshold under twice the deadline: the end is read", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			// 700 ms is before the 1 s deadline, and slow at 500 ms.
-			e, m := endFreeEngine(t, time.Second, 500*time.Millisecond)
-			defer e.Close()
-			runFor(t, m, 700*time.Millisecond)
-			if _, slow := slowCalls(m); slow != 1 {
-				t.Errorf("slow calls %d, want 1: a slow success before its deadline was not timed", slow)
-			}
-		})
-	})
-	t.Run("a threshold lowered by Reconfigure: the end is read", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			e, m := endFreeEngine(t, time.Second, time.Minute)
-			defer e.Close()
-			runFor(t, m, 700*time.Millisecond) // proved fast: 1 s is under 30 s
-			c := m.breaker.Config()
-			c.SlowCallDurationThreshold = 500 * time.Millisecond
-			if err := m.breaker.Reconfigure(circuitbreaker.WithConfig(c)); err != nil {
-				t.Fatal(err)
-			}
-			runFor(t, m, 700*time.Millisecond)
-			if _, slow := slowCalls(m); slow != 1 {
-				t.Errorf("slow calls %d, want 1: the breaker's new threshold was not asked", slow)
-			}
-		})
-	})
 	t.Run("proved fast: counted as a success that is not slow", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e, m := endFreeEngine(t, time.Second, time.Minute)
