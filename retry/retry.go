@@ -305,8 +305,9 @@ func (r *Retry) next(ctx context.Context, deadline time.Time, attempt int, err e
 
 // backoff returns the wait before retry n (0 for the first retry):
 // min(initialBackoff × multiplier^n, maxBackoff), spread by the jitter, and
-// never above maxBackoff. Capping before the jitter keeps waits spread at the
-// cap, so clients that failed together do not retry in step.
+// never above maxBackoff. Capping before the jitter, and drawing below the
+// cap where it cuts the jitter's range, keeps waits spread at the cap, so
+// clients that failed together do not retry in step.
 func (r *Retry) backoff(n int) time.Duration {
 	c := &r.cfg
 	w := float64(c.InitialBackoff)
@@ -318,9 +319,18 @@ func (r *Retry) backoff(n int) time.Duration {
 		}
 	}
 	if c.Jitter > 0 {
-		w *= 1 + c.Jitter*(2*c.rand()-1)
+		// Uniform over [w(1-j), min(w(1+j), max)]: below the cap, w ± j·w;
+		// where the cap cuts the upper half, the draws spread over what is
+		// left instead of piling up on maxBackoff (clients that failed
+		// together would retry in step).
+		lo := w * (1 - c.Jitter)
+		hi := min(w*(1+c.Jitter), float64(c.MaxBackoff))
+		w = lo + (hi-lo)*c.rand()
 	}
-	return min(time.Duration(w), c.MaxBackoff)
+	if w >= float64(c.MaxBackoff) { // in float: a Duration near its top would overflow
+		return c.MaxBackoff
+	}
+	return time.Duration(w)
 }
 
 // sleep waits d on the policy's clock; it returns false if ctx ended first.

@@ -123,7 +123,9 @@ func TestJitterBounds(t *testing.T) {
 		want   []time.Duration
 	}{
 		{name: "lowest", random: 0, want: []time.Duration{80 * time.Millisecond, 160 * time.Millisecond, 320 * time.Millisecond}},
-		{name: "highest, capped", random: 0.999999, want: []time.Duration{119999960, 239999920, 400 * time.Millisecond}},
+		// The third base, 400ms, is the cap: its draws spread over
+		// [320ms, 400ms), the highest just under the cap.
+		{name: "highest, capped", random: 0.999999, want: []time.Duration{119999960, 239999920, 399999920}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
