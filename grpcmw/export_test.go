@@ -1,6 +1,8 @@
 package grpcmw
 
 import (
+	"google.golang.org/grpc"
+
 	"github.com/meshless/meshless/grpcmw/outlier"
 	"github.com/meshless/meshless/resilience"
 )
@@ -18,3 +20,18 @@ func EjectionListener(user outlier.Listener, rec resilience.Recorder) outlier.Li
 
 // Pushback reads a trailer's grpc-retry-pushback-ms as the client does.
 var Pushback = pushback
+
+// StreamLockHeld reports whether the lock of the stream the interceptor
+// returned is held .
+func StreamLockHeld(cs grpc.ClientStream) bool {
+	s := cs.(*clientStream)
+	if s.mu.TryLock() {
+		s.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// UnlockStream releases a lock left held, so that a failing test does not
+// leak the goroutines waiting for it.
+func UnlockStream(cs grpc.ClientStream) { cs.(*clientStream).mu.Unlock() }

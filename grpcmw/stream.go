@@ -86,6 +86,7 @@ type streamState struct {
 	closeSent bool
 	waiting   bool // RecvMsg is in a backoff, without the lock; it ends the retry
 	done      bool
+	ended     bool // endLocked ran: the call's end is recorded once
 }
 
 func newStream(ctx context.Context, m *engine.Method, o *options, timed bool, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
@@ -174,12 +175,16 @@ func (s *streamState) finishAttempt(err error) error {
 	return ferr
 }
 
-// replayLocked sends the buffered requests on a new attempt's stream.
+// replayLocked sends the buffered requests on a new attempt's stream. An
+// attempt that ends before it has them all (io.EOF: the server answered
+// and closed, or failed) becomes the current one all the same: the
+// caller's RecvMsg reads what the server sent and how it ended — a response
+// and OK is the call's answer, a failure is retried as any other.
 func (s *streamState) replayLocked(cs grpc.ClientStream) error {
 	for _, msg := range s.sent {
 		if err := cs.SendMsg(msg); err != nil {
 			if errors.Is(err, io.EOF) {
-				return cs.RecvMsg(new(struct{})) // the status that ended it
+				return nil
 			}
 			return err
 		}
@@ -348,7 +353,7 @@ func (cs *clientStream) RecvMsg(msg any) error {
 				s.mu.Unlock()
 				return err
 			}
-			oerr := s.open()
+			oerr := s.openHeld()
 			if oerr == nil {
 				break // receive on the new attempt
 			}
@@ -358,10 +363,37 @@ func (cs *clientStream) RecvMsg(msg any) error {
 	}
 }
 
+// openHeld is open for RecvMsg, which holds s.mu: when the streamer (an
+// interceptor inside) panics, open gives the attempt's permits back, and
+// openHeld ends the stream (its contexts, its watcher; the caller gets the
+// panic, not a status) and releases the lock on the panic's way up, so that
+// the stream's other methods and its context's watcher do not block.
+func (s *streamState) openHeld() error {
+	returned := false
+	defer func() {
+		if !returned {
+			s.done, s.ended = true, true
+			if s.stopWatch != nil {
+				s.stopWatch()
+			}
+			s.cancel()
+			s.sent, s.sentBytes = nil, 0
+			s.mu.Unlock()
+		}
+	}()
+	err := s.open()
+	returned = true
+	return err
+}
+
 // endLocked ends a stream whose attempt policy has reported the call over:
 // the overall timeout's and the call's events, the contexts.
 func (s *streamState) endLocked(err error) {
 	s.done = true
+	if s.ended { // the context's end and a RecvMsg waking from its backoff both end it
+		return
+	}
+	s.ended = true
 	if s.stopWatch != nil {
 		s.stopWatch()
 	}
