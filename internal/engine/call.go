@@ -274,7 +274,11 @@ func (m *Method) Serve(ctx context.Context, fn func(ctx context.Context) error) 
 	if m.unary.Len() == 0 {
 		return fn(ctx), false
 	}
+	hctx := ctx // the handler's
 	if m.observe {
+		// The mark is for the server's own gates: the handler keeps the
+		// caller's context, so that its own calls' policies act as they are
+		// set (a server's gates derive no context of their own).
 		ctx = resilience.Observe(ctx)
 	}
 	var adm pipeline.Admission
@@ -282,7 +286,10 @@ func (m *Method) Serve(ctx context.Context, fn func(ctx context.Context) error) 
 		return err, true
 	}
 	defer adm.Abort() // a panicking handler gives its permits back
-	return adm.Done(fn(adm.Context())), false
+	if !m.observe {
+		hctx = adm.Context()
+	}
+	return adm.Done(fn(hctx)), false
 }
 
 // ServeStream is [Method.Serve] for a stream's handler.
