@@ -129,10 +129,12 @@ func (l *Limiter) acquireWaiting(ctx context.Context) error {
 		return l.reject(ctx, l.withCause(err), 0)
 	}
 	maxWait := l.cfg.timeout
-	start := time.Now()
-	if dl, ok := ctx.Deadline(); ok {
-		// A permit due at the deadline would come too late.
-		maxWait = max(min(maxWait, dl.Sub(start)-1), 0)
+	// The clock is read after the deadline, as near the reservation as can
+	// be: failsafe-go measures the wait it returns from its own reading, and
+	// a permit due at the deadline would come too late.
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		maxWait = max(min(maxWait, time.Until(dl)-1), 0)
 	}
 	wait := l.rl.TryReservePermit(maxWait)
 	switch {
@@ -142,6 +144,15 @@ func (l *Limiter) acquireWaiting(ctx context.Context) error {
 		l.admit(ctx, 0)
 		return nil
 	}
+	// The permit falls due wait after failsafe-go's reading, at the latest
+	// wait after this one.
+	reserved := time.Now()
+	if hasDeadline && !reserved.Add(wait).Before(dl) {
+		// Held up between the two readings (its lock, the scheduler): the
+		// permit is spent, but waiting for it would be in vain.
+		l.refreshAt(wait)
+		return l.reject(ctx, l.limited, 0)
+	}
 	timer := time.NewTimer(wait)
 	select {
 	case <-timer.C:
@@ -150,12 +161,18 @@ func (l *Limiter) acquireWaiting(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		timer.Stop()
-		waited := time.Since(start)
-		if l.cfg.mode == Bursty {
-			// The permit's period must still be seen to begin; see refresh.
-			time.AfterFunc(wait-waited, l.refresh)
-		}
+		waited := time.Since(reserved)
+		l.refreshAt(wait - waited)
 		return l.reject(ctx, l.withCause(ctx.Err()), waited)
+	}
+}
+
+// refreshAt refreshes a bursty limiter after d, when a permit reserved and
+// not waited for falls due: its period must still be seen to begin (see
+// refresh).
+func (l *Limiter) refreshAt(d time.Duration) {
+	if l.cfg.mode == Bursty {
+		time.AfterFunc(d, l.refresh)
 	}
 }
 
