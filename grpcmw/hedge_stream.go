@@ -11,9 +11,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/engine"
@@ -57,6 +59,7 @@ type hedgedState struct {
 	commitErr error // the hedge's error when no copy was committed
 	copies    [retry.MaxHedgedAttempts]hedgedCopy
 	win       *hedgedCopy // the committed copy
+	answer    *hedgedCopy // the copy whose end answered the call when none was committed
 	first     bool        // win.first still has to reach the caller
 	done      bool
 }
@@ -68,7 +71,9 @@ type hedgedCopy struct {
 	dl      deadline.AttemptDeadline
 	cs      grpc.ClientStream
 	cancel  context.CancelFunc
-	trailer metadata.MD
+	header  metadata.MD     // the copy's own: grpc-go writes them when its stream ends,
+	trailer metadata.MD     // a cancelled loser's too, so the caller's options are
+	peer    peer.Peer       // not given to the copies; finish copies the answer's
 	note    *picknote.Note  // when timed, until the copy is finished
 	shared  picknote.Shared // note's memory: each copy is made once
 	first   proto.Message
@@ -127,6 +132,9 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 			err = s.ctx.Err()
 		}
 	}
+	if n > 0 {
+		s.answer = &s.copies[n-1] // ended OK or with a fatal code: its trailer is the call's
+	}
 	s.commitErr = engine.WithoutPushback(err)
 	return s.commitErr
 }
@@ -136,31 +144,47 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 // committed, and that the hedge's cancellation cuts until then.
 func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt protoreflect.MessageType) error {
 	c := &s.copies[n-1]
-	actx, dl, err := s.call.Admit(s.ctx, &c.adm, n)
+	// The copy's own context derives from the stream's, so that it outlives
+	// the hedge when it is committed; until then the hedge's cancellation
+	// cuts it: its wait at a gate (a bulkhead's queue, which the committed
+	// copy's permit may be holding) as well as its stream.
+	cctx, ccancel := context.WithCancel(s.ctx)
+	stop := context.AfterFunc(ctx, func() {
+		// When the call's own context has ended (its deadline), so does the
+		// copy's, which derives from it, with its error: cancelling it here
+		// first would race that, and could turn a DEADLINE_EXCEEDED into a
+		// CANCELLED.
+		if s.call.Context().Err() == nil {
+			ccancel()
+		}
+	})
+	actx, dl, err := s.call.Admit(cctx, &c.adm, n)
 	if err != nil {
+		stop()
+		ccancel()
 		return err
 	}
 	c.dl = dl
 	defer func() {
 		if !c.live {
 			s.call.Abort(&c.adm, &c.dl) // a panic; after Finish it releases nothing more
+			ccancel()
 		}
 	}()
-	sctx, scancel := context.WithCancel(actx)
+	sctx, scancel := actx, ccancel
 	if s.timed { // the pick notes its endpoint; finishCopy times it
 		c.note = c.shared.Init(sctx).For(s.fullMethod)
 		sctx = c.note
 	}
-	stop := context.AfterFunc(ctx, func() {
-		// The hedge cancels this copy. When the call's own context has
-		// ended (its deadline), so does the copy's, which derives from it,
-		// with its error: cancelling it here first would race that, and
-		// could turn a DEADLINE_EXCEEDED into a CANCELLED.
-		if s.call.Context().Err() == nil {
-			scancel()
+	opts := make([]grpc.CallOption, 0, len(s.opts)+3)
+	for _, o := range s.opts {
+		switch o.(type) {
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
+		default:
+			opts = append(opts, o)
 		}
-	})
-	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.Trailer(&c.trailer))
+	}
+	opts = append(opts, grpc.Header(&c.header), grpc.Trailer(&c.trailer), grpc.Peer(&c.peer))
 	cs, err := s.streamer(sctx, s.desc, s.cc, s.fullMethod, opts...)
 	if err == nil && reqSet {
 		err = cs.SendMsg(req)
@@ -172,8 +196,15 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 		if mt != nil {
 			c.first = mt.New().Interface()
 			err = cs.RecvMsg(c.first)
-		} else if _, herr := cs.Header(); herr != nil {
+		} else if md, herr := cs.Header(); herr != nil {
 			err = herr
+		} else if md == nil {
+			// The stream ended without a header (grpc-go: its status is
+			// RecvMsg's); no message can come.
+			err = cs.RecvMsg(new(emptypb.Empty))
+			if err == nil {
+				err = status.Error(codes.Internal, "grpcmw: a response after a stream ended without a header")
+			}
 		} else {
 			err = nil
 		}
@@ -248,6 +279,23 @@ func (s *hedgedState) finish(err error) {
 	s.req = nil
 }
 
+// giveResults writes copy c's header, trailer and peer into the caller's
+// grpc.Header, grpc.Trailer and grpc.Peer options, as gRPC writes them when
+// an unhedged stream ends. Called once c's stream has ended in a RecvMsg
+// (gRPC wrote c's own before that RecvMsg returned).
+func (s *hedgedState) giveResults(c *hedgedCopy) {
+	for _, o := range s.opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			*o.HeaderAddr = c.header
+		case grpc.TrailerCallOption:
+			*o.TrailerAddr = c.trailer
+		case grpc.PeerCallOption:
+			*o.PeerAddr = c.peer
+		}
+	}
+}
+
 // SendMsg keeps the request for the copies; a server-streaming call sends
 // one.
 func (hs *hedgedStream) SendMsg(msg any) error {
@@ -283,6 +331,12 @@ func (hs *hedgedStream) RecvMsg(msg any) error {
 		mt = pm.ProtoReflect().Type()
 	}
 	if err := s.start(mt); err != nil {
+		s.mu.Lock()
+		a := s.answer
+		s.mu.Unlock()
+		if a != nil { // its stream ended in the hedge
+			s.giveResults(a)
+		}
 		s.finish(err)
 		return err
 	}
@@ -302,6 +356,7 @@ func (hs *hedgedStream) RecvMsg(msg any) error {
 	}
 	err := w.cs.RecvMsg(msg)
 	if err != nil {
+		s.giveResults(w)
 		s.finish(err)
 	}
 	return err
@@ -321,10 +376,17 @@ func (hs *hedgedStream) Header() (metadata.MD, error) {
 	return s.committed().Header()
 }
 
-// Trailer returns the committed copy's trailer.
+// Trailer returns the committed copy's trailer, or, when a copy's end
+// answered the call before any response, that copy's.
 func (hs *hedgedStream) Trailer() metadata.MD {
 	if w := hs.committed(); w != nil {
 		return w.Trailer()
+	}
+	s := hs.hedgedState
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answer != nil {
+		return s.answer.trailer
 	}
 	return nil
 }
