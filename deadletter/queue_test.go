@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/deadletter/deadlettertest"
 	"github.com/meshless/meshless/resilience"
@@ -441,4 +442,34 @@ func TestHandleTwiceAndBadKeys(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A replay that another policy than the breaker refuses (a full bulkhead,
+// while live calls and replays share it) ends the round uncounted, and the
+// next round comes failureBackoff (1s) later, not the interval: no close of
+// the breaker will kick the queue. A replay the breaker refuses waits for
+// that kick (or the interval).
+func TestAReplayRefusedByAFullBulkheadIsTriedAgainSoon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newListener()
+		q := newQueue(t, deadlettertest.NewStore(nil), deadletter.Config{}, deadletter.WithListener(l))
+		var g gate
+		g.set(bulkhead.ErrFull)
+		if err := q.Handle("pkg.Svc", g.handle); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		want := deferN(t, q, "pkg.Svc", 3)
+		q.Kick("pkg.Svc")
+		synctest.Wait() // the round met the full bulkhead
+		g.set(nil)      // the bulkhead has room again; the breaker never opened
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if got := g.r.got(); !slices.Equal(got, want) {
+			t.Fatalf("1.5s after a replay met a full bulkhead: replayed %v, want %v (the next round waited for the interval)", got, want)
+		}
+		if n := l.count("pkg.Svc", deadletter.EventFailed); n != 0 {
+			t.Fatalf("%d failed replays counted for a local rejection", n)
+		}
+	})
 }

@@ -110,7 +110,14 @@ func (q *Queue) round(ks *keyState) time.Duration {
 			}
 			q.emit(ks.key, EventReplayed, 1)
 		case resilience.IsRejection(err):
-			return q.interval // the breaker opened again: the entry waits, uncounted
+			// The entry waits, uncounted. The breaker opened again: its
+			// close kicks the queue. Any other policy (a full bulkhead, a
+			// rate limit, the throttler) refused one call while the breaker
+			// is closed, and nothing would kick the queue: soon again.
+			if r, _ := resilience.AsRejection(err); r.RejectedBy() == resilience.KindCircuitBreaker {
+				return q.interval
+			}
+			return failureBackoff
 		default:
 			n, parked, ferr := lease.Fail(ctx, e, q.cfg.MaxReplays)
 			if ferr != nil {
