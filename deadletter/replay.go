@@ -111,10 +111,12 @@ func (q *Queue) round(ks *keyState) time.Duration {
 			q.emit(ks.key, EventReplayed, 1)
 		case resilience.IsRejection(err):
 			// The entry waits, uncounted. The breaker opened again: its
-			// close kicks the queue. Any other policy (a full bulkhead, a
-			// rate limit, the throttler) refused one call while the breaker
-			// is closed, and nothing would kick the queue: soon again.
-			if r, _ := resilience.AsRejection(err); r.RejectedBy() == resilience.KindCircuitBreaker {
+			// close kicks the queue; the transport cannot replay yet (no
+			// connection): its first connection kicks it. Any other policy
+			// (a full bulkhead, a rate limit, the throttler) refused one
+			// call, and nothing would kick the queue: soon again.
+			r, _ := resilience.AsRejection(err)
+			if k := r.RejectedBy(); k == resilience.KindCircuitBreaker || k == resilience.KindDeadLetter {
 				return q.interval
 			}
 			return failureBackoff

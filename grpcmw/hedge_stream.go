@@ -79,6 +79,7 @@ type hedgedCopy struct {
 	first   proto.Message
 	live    bool
 	eof     bool // the stream ended OK before any response
+	ended   bool // the copy's stream ended in its turn (gRPC wrote its results before copy returned)
 }
 
 func newHedgedStream(ctx context.Context, m *engine.Method, timed bool, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) grpc.ClientStream {
@@ -132,7 +133,7 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 			err = s.ctx.Err()
 		}
 	}
-	if n > 0 {
+	if n > 0 && s.copies[n-1].ended {
 		s.answer = &s.copies[n-1] // ended OK or with a fatal code: its trailer is the call's
 	}
 	s.commitErr = engine.WithoutPushback(err)
@@ -221,6 +222,10 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 	}
 	stop()
 	scancel()
+	// The stream ended here: a RecvMsg, SendMsg, CloseSend or Header that
+	// returned its error, or a streamer that could not open it, has had
+	// gRPC write the copy's results (or there was no stream).
+	c.ended = true
 	if err == io.EOF {
 		c.eof = true
 		s.finishCopy(c, nil)

@@ -1,0 +1,99 @@
+package grpcmw_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/memnet"
+)
+
+// The caller's context ends after copy 1 got its first response but before
+// the hedge returns (it waits for copy 2, slow to notice the cancel): copy
+// 1's stream is ended by the cancellation, and gRPC writes its header,
+// trailer and peer from its own goroutine. Copy 1 is then no answer of the
+// call: the caller's options and Trailer() are not read from it (they
+// were, a data race under -race).
+func TestAHedgedStreamCancelledWhileItsHedgeEndsReadsNoCancelledCopy(t *testing.T) {
+	for _, withOpts := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			lis := memnet.Listen()
+			srv := grpc.NewServer()
+			f := new(faultServer)
+			f.setStream(func(_ *testgrpc.StreamingOutputCallRequest, ss testgrpc.TestService_StreamingOutputCallServer) error {
+				_ = ss.SendHeader(metadata.Pairs("copy", "1"))
+				time.Sleep(100 * time.Millisecond)
+				_ = ss.Send(&testgrpc.StreamingOutputCallResponse{})
+				<-ss.Context().Done()
+				return ss.Context().Err()
+			})
+			testgrpc.RegisterTestServiceServer(srv, f)
+			go func() { _ = srv.Serve(lis) }()
+			defer srv.Stop()
+			cfg, err := grpcmw.ParseConfig([]byte(hedgeConfig))
+			if err != nil {
+				t.Fatal(err)
+			}
+			chain, err := grpcmw.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer chain.Close()
+			var opened atomic.Int32
+			slowCopy2 := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				if opened.Add(1) == 2 {
+					time.Sleep(250 * time.Millisecond) // copy 2 notices the hedge's cancel late
+					return nil, ctx.Err()
+				}
+				return streamer(ctx, desc, cc, method, opts...)
+			}
+			conn, err := grpc.NewClient("passthrough:///mem",
+				append(chain.DialOptions(),
+					grpc.WithChainStreamInterceptor(slowCopy2),
+					grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+					grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var hdr, tr metadata.MD
+			var p peer.Peer
+			var opts []grpc.CallOption
+			if withOpts {
+				opts = []grpc.CallOption{grpc.Header(&hdr), grpc.Trailer(&tr), grpc.Peer(&p)}
+			}
+			st, err := testgrpc.NewTestServiceClient(conn).StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Copy 1 answers at 100ms, copy 2 is sent at 50ms and returns at
+			// 300ms; the caller gives up at 150ms, while the hedge waits.
+			time.AfterFunc(150*time.Millisecond, cancel)
+			err = st.RecvMsg(new(testgrpc.StreamingOutputCallResponse))
+			if status.Code(err) != codes.Canceled && !errors.Is(err, context.Canceled) {
+				t.Errorf("RecvMsg = %v, want the caller's cancel", err)
+			}
+			if tr := st.Trailer(); tr != nil {
+				t.Errorf("Trailer() = %v, want none: the cancelled copy is no answer", tr)
+			}
+			if hdr != nil || tr != nil {
+				t.Errorf("the caller's header %v and trailer %v were written from a cancelled copy", hdr, tr)
+			}
+		})
+	}
+}
