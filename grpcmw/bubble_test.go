@@ -19,6 +19,12 @@ import (
 // connection and the server; call it before the bubble's function returns.
 func inBubble(t *testing.T, f *faultServer, yamlConfig string, srvOpts ...grpc.ServerOption) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
 	t.Helper()
+	return inBubbleWith(t, f, yamlConfig, nil, srvOpts...)
+}
+
+// inBubbleWith is inBubble with chain options.
+func inBubbleWith(t *testing.T, f *faultServer, yamlConfig string, chainOpts []grpcmw.Option, srvOpts ...grpc.ServerOption) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
+	t.Helper()
 	lis := memnet.Listen()
 	srv := grpc.NewServer(srvOpts...)
 	testgrpc.RegisterTestServiceServer(srv, f)
@@ -27,7 +33,7 @@ func inBubble(t *testing.T, f *faultServer, yamlConfig string, srvOpts ...grpc.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain, err := grpcmw.New(cfg)
+	chain, err := grpcmw.New(cfg, chainOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -177,15 +177,7 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 		c.note = c.shared.Init(sctx).For(s.fullMethod)
 		sctx = c.note
 	}
-	opts := make([]grpc.CallOption, 0, len(s.opts)+3)
-	for _, o := range s.opts {
-		switch o.(type) {
-		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
-		default:
-			opts = append(opts, o)
-		}
-	}
-	opts = append(opts, grpc.Header(&c.header), grpc.Trailer(&c.trailer), grpc.Peer(&c.peer))
+	opts := copyOptions(s.opts, &c.header, &c.trailer, &c.peer)
 	cs, err := s.streamer(sctx, s.desc, s.cc, s.fullMethod, opts...)
 	if err == nil && reqSet {
 		err = cs.SendMsg(req)

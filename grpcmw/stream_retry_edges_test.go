@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/grpcmw"
-	"github.com/meshless/meshless/internal/memnet"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -103,13 +102,13 @@ func TestACancelDuringABackoffEndsTheCallOnce(t *testing.T) {
 		f.setStream(func(*testgrpc.StreamingOutputCallRequest, testgrpc.TestService_StreamingOutputCallServer) error {
 			return status.Error(codes.Unavailable, "down")
 		})
-		client, stop := bubbleWith(t, f, `
+		client, _, stop := inBubbleWith(t, f, `
 defaults:
   circuitBreaker: { enabled: false }
   adaptiveThrottling: { enabled: false }
   retry: { maxAttempts: 3, initialBackoff: 1h, maxBackoff: 1h, jitter: 0, retryableStatusCodes: [UNAVAILABLE] }
 retryThrottling: { enabled: false }
-`, grpcmw.WithObserver(obs))
+`, []grpcmw.Option{grpcmw.WithObserver(obs)})
 		defer stop()
 		// Which of the two goroutines that notice the cancel takes the lock
 		// first is up to the scheduler; the double End needs the watcher
@@ -135,35 +134,6 @@ retryThrottling: { enabled: false }
 			t.Fatalf("%d streams cancelled in their backoff recorded %d call events, want one each", streams, n)
 		}
 	})
-}
-
-// bubbleWith is inBubble with chain options.
-func bubbleWith(t *testing.T, f *faultServer, yamlConfig string, opts ...grpcmw.Option) (testgrpc.TestServiceClient, func()) {
-	t.Helper()
-	lis := memnet.Listen()
-	srv := grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	cfg, err := grpcmw.ParseConfig([]byte(yamlConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := grpcmw.New(cfg, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("passthrough:///mem",
-		append(chain.DialOptions(),
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testgrpc.NewTestServiceClient(conn), func() {
-		_ = conn.Close()
-		srv.Stop()
-		chain.Close()
-	}
 }
 
 // A panic below the interceptor while RecvMsg opens a retry's
