@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,36 @@ func TestDeadLetterProblemsNameTheirPath(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("%s: the error shows the password: %v", tt.yaml, err)
+		}
+	}
+}
+
+// A key inherited from a level above that conflicts with a key written
+// below is reported at the key that was inherited, and the error names the
+// level that inherits it: that level's own key may be the one to change.
+// A problem of the level above itself is reported once, naming none.
+func TestAProblemWithAnInheritedKeyNamesTheLevelThatMeetsIt(t *testing.T) {
+	for _, tt := range []struct {
+		yaml string
+		want []string
+	}{
+		{"defaults: { circuitBreaker: { minimumNumberOfCalls: 10 } }\nservices: { a.B: { circuitBreaker: { slidingWindowSize: 5 } }, a.C: { circuitBreaker: { slidingWindowSize: 6 } } }", []string{
+			`defaults.circuitBreaker.minimumNumberOfCalls: must not exceed slidingWindowSize (5) for a COUNT_BASED window, which could then never decide, got 10; services."a.B" inherits it`,
+			`defaults.circuitBreaker.minimumNumberOfCalls: must not exceed slidingWindowSize (6) for a COUNT_BASED window, which could then never decide, got 10; services."a.C" inherits it`,
+		}},
+		{"services: { a.B: { circuitBreaker: { minimumNumberOfCalls: 10, keyBy: method }, methods: { M: { circuitBreaker: { slidingWindowSize: 5 } } } } }", []string{
+			`services."a.B".circuitBreaker.minimumNumberOfCalls: must not exceed slidingWindowSize (5) for a COUNT_BASED window, which could then never decide, got 10; services."a.B".methods.M inherits it`,
+		}},
+		{"defaults: { circuitBreaker: { slidingWindowSize: 5, minimumNumberOfCalls: 10 } }\nservices: { a.B: {}, a.C: {} }", []string{
+			`defaults.circuitBreaker.minimumNumberOfCalls: must not exceed slidingWindowSize (5) for a COUNT_BASED window, which could then never decide, got 10`,
+		}},
+	} {
+		_, err := config.Parse([]byte(tt.yaml))
+		if err == nil {
+			t.Fatalf("%s: no error", tt.yaml)
+		}
+		if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, tt.want) {
+			t.Errorf("%s:\ngot  %q\nwant %q", tt.yaml, got, tt.want)
 		}
 	}
 }

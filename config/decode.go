@@ -126,13 +126,21 @@ type PathError struct {
 	Path    string
 	Line    int // 0 when the config was built in Go
 	Problem string
+	// in names the level where the problem arises when Path is a key it
+	// inherits (set in defaults, met by a service's own key): the key to
+	// change may be either.
+	in string
 }
 
 func (e *PathError) Error() string {
-	if e.Line > 0 {
-		return e.Path + ": " + e.Problem + " (line " + strconv.Itoa(e.Line) + ")"
+	msg := e.Path + ": " + e.Problem
+	if e.in != "" {
+		msg += "; " + e.in + " inherits it"
 	}
-	return e.Path + ": " + e.Problem
+	if e.Line > 0 {
+		msg += " (line " + strconv.Itoa(e.Line) + ")"
+	}
+	return msg
 }
 
 type decoder struct {

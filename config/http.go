@@ -92,7 +92,7 @@ func (c *Config) Route(host, route string) Method {
 
 // checkHosts validates the hosts section: host names, route patterns, and
 // every level as it resolves.
-func (c *Config) checkHosts(failed map[string][]string, add func(path, problem string)) {
+func (c *Config) checkHosts(failed map[string][]string, add func(path, problem string), addIn func(path, problem, in string)) {
 	defaults := level{path: "defaults", p: c.Defaults.withoutCodes()}
 	for _, host := range sortedNames(c.Hosts) {
 		h := c.Hosts[host]
@@ -107,7 +107,7 @@ func (c *Config) checkHosts(failed map[string][]string, add func(path, problem s
 		}
 		checkCodes(&h.Policies, hpath, true, add)
 		checkNoDeadLetter(&h.Policies, hpath, add)
-		checkLevelFrom(builtinHTTP, hl, hpath, failed, add)
+		checkLevelFrom(builtinHTTP, hl, hpath, failed, addIn)
 		checkRoutes(h.Routes, hpath, add)
 		keyBy := *resolve(hl...).CircuitBreaker.KeyBy
 		for _, r := range sortedNames(h.Routes) {
@@ -119,7 +119,7 @@ func (c *Config) checkHosts(failed map[string][]string, add func(path, problem s
 			checkMethodLevel(rp, rpath, keyBy, add)
 			checkCodes(rp, rpath, true, add)
 			checkNoDeadLetter(rp, rpath, add)
-			checkLevelFrom(builtinHTTP, append(hl, level{path: rpath, p: rp}), rpath, failed, add)
+			checkLevelFrom(builtinHTTP, append(hl, level{path: rpath, p: rp}), rpath, failed, addIn)
 		}
 	}
 }

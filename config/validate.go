@@ -67,16 +67,19 @@ func (c *Config) Validate(checks ...Check) error {
 func (c *Config) validate(failed map[string][]string, lines map[string]int, checks []Check) error {
 	var errs []error
 	seen := map[string]bool{}
-	addAt := func(path string, line int, problem string) {
-		e := &PathError{Path: path, Line: line, Problem: problem}
-		if !seen[e.Error()] {
-			seen[e.Error()] = true
-			errs = append(errs, e)
+	// addAt reports a problem once, the first time it is met: at the level
+	// that sets the key, or, when the key's level alone has no problem, at
+	// the first level that inherits the key and meets it (in).
+	addAt := func(path string, line int, problem, in string) {
+		if k := path + ": " + problem; !seen[k] {
+			seen[k] = true
+			errs = append(errs, &PathError{Path: path, Line: line, Problem: problem, in: in})
 		}
 	}
-	add := func(path, problem string) { addAt(path, 0, problem) }
+	add := func(path, problem string) { addAt(path, 0, problem, "") }
+	addIn := func(path, problem, in string) { addAt(path, 0, problem, in) }
 	for _, check := range checks {
-		check(c, func(path, problem string) { addAt(path, lines[path], problem) })
+		check(c, func(path, problem string) { addAt(path, lines[path], problem, "") })
 	}
 	c.checkCluster(add)
 	if t := c.RetryThrottling; t != nil && len(failed["retryThrottling"]) == 0 {
@@ -94,7 +97,7 @@ func (c *Config) validate(failed map[string][]string, lines map[string]int, chec
 		checkKeyBy(*kb.KeyBy, "defaults.circuitBreaker.keyBy", add)
 	}
 	checkCodes(&c.Defaults, "defaults", false, add)
-	checkLevel([]level{defaults}, "defaults", failed, add)
+	checkLevel([]level{defaults}, "defaults", failed, addIn)
 	for _, name := range sortedNames(c.Services) {
 		svc := c.Services[name]
 		spath := Join("services", name)
@@ -109,7 +112,7 @@ func (c *Config) validate(failed map[string][]string, lines map[string]int, chec
 			checkKeyBy(*kb.KeyBy, spath+".circuitBreaker.keyBy", add)
 		}
 		checkCodes(&svc.Policies, spath, false, add)
-		checkLevel(sl, spath, failed, add)
+		checkLevel(sl, spath, failed, addIn)
 		keyBy := *resolve(sl...).CircuitBreaker.KeyBy
 		for _, m := range sortedNames(svc.Methods) {
 			mp := svc.Methods[m]
@@ -125,10 +128,10 @@ func (c *Config) validate(failed map[string][]string, lines map[string]int, chec
 				add(mpath+".deadLetter", "with keyBy: service the queue is the service's: write deadLetter on the service or in defaults, and here only on and enabled")
 			}
 			checkCodes(mp, mpath, false, add)
-			checkLevel(append(sl, level{path: mpath, p: mp}), mpath, failed, add)
+			checkLevel(append(sl, level{path: mpath, p: mp}), mpath, failed, addIn)
 		}
 	}
-	c.checkHosts(failed, add)
+	c.checkHosts(failed, add, addIn)
 	return errors.Join(errs...)
 }
 
@@ -199,12 +202,21 @@ func setKeys(section any) []string {
 // Config.Validate,
 // reporting each problem at the level that set the key, unless it involves
 // a key of failed (see validate).
-func checkLevel(levels []level, here string, failed map[string][]string, add func(path, problem string)) {
+func checkLevel(levels []level, here string, failed map[string][]string, add func(path, problem, in string)) {
 	checkLevelFrom(builtin, levels, here, failed, add)
 }
 
 // checkLevelFrom is checkLevel over the built-in defaults base.
-func checkLevelFrom(base func() Policies, levels []level, here string, failed map[string][]string, add func(path, problem string)) {
+func checkLevelFrom(base func() Policies, levels []level, here string, failed map[string][]string, addIn func(path, problem, in string)) {
+	// add reports a problem with the key at path, set at here or at a
+	// level above it, which here then inherits.
+	add := func(path, problem string) {
+		in := ""
+		if !strings.HasPrefix(path, here+".") {
+			in = here
+		}
+		addIn(path, problem, in)
+	}
 	eff := resolveFrom(base(), levels...)
 	if m := *eff.Mode; m != ModeEnforce && m != ModeObserve {
 		path := here + ".mode"
