@@ -82,7 +82,7 @@ func isFailsafeRejection(err error) bool {
 }
 
 // RejectionError is a local refusal by a failsafe-go policy run
-// through [FailsafePolicy], made a [resilience.Rejection]. Err is
+// through [New], made a [resilience.Rejection]. Err is
 // failsafe-go's error, so errors.Is(err, ratelimiter.ErrExceeded) (say) still
 // holds.
 type RejectionError struct {
