@@ -168,7 +168,8 @@ type ClusterSection struct {
 
 // RedisSection is cluster.redis: where Redis is, as host:port (addr) or as a
 // URL (url: redis://[user:password@]host:port/db, rediss:// for TLS), one of
-// the two. [WithRedisClient] gives a client built in Go instead.
+// the two. grpcmw.WithRedisClient (httpmw.WithRedisClient) gives a client
+// built in Go instead.
 type RedisSection struct {
 	Addr *string `yaml:"addr,omitempty"`
 	URL  *string `yaml:"url,omitempty"`
@@ -322,7 +323,7 @@ func SameCluster(a, b *Config) bool {
 }
 
 // OutlierDetectionSection is the outlierDetection section: per-endpoint
-// ejection in the load balancer that [Chain.DialOptions] installs. See
+// ejection in the load balancer that grpcmw's Chain.DialOptions installs. See
 // docs/outlier.md for each key.
 type OutlierDetectionSection struct {
 	Enabled            *bool     `yaml:"enabled,omitempty"`

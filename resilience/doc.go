@@ -16,9 +16,10 @@
 //   - [Rejection] and [IsRejection]: a call that a policy refused by itself
 //     (a breaker open, a bulkhead full) is recognisable with one call, so that
 //     nothing retries it.
-//   - [Gate] and [Pipeline]: a policy in two steps (admit an attempt, be
-//     told how it ended) and the one runner that composes gates in order and
-//     gives every permit back on every path, panics included.
+//   - [Gate] and [Permit]: a policy in two steps (admit an attempt, be told
+//     how it ended), which the transports' engine (grpcmw, httpmw) runs in
+//     order around each attempt, giving every permit back on every path,
+//     panics included.
 //
 // The package imports only the standard library; every other meshless package
 // depends on it, never the reverse.

@@ -6,9 +6,9 @@ import "context"
 type observeKey struct{}
 
 // Observe returns ctx marked as observed (observe mode, for a rollout): the
-// policies that see it decide and report as usual and act on nothing. A
-// [Pipeline] built with [Pipeline.Observing] admits an attempt that a gate
-// refuses; a gate never waits for a permit and never shortens the deadline
+// policies that see it decide and report as usual and act on nothing. The
+// transports' engine (grpcmw, httpmw in mode: observe) admits an attempt
+// that a [Gate] refuses; a gate never waits for a permit and never shortens the deadline
 // of an observed context; a retry or hedging policy reports the attempt it
 // would make and makes none. What a policy would have done reaches its
 // [Observer] as the usual event, recorded with the observed context, so that

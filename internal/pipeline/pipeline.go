@@ -126,8 +126,8 @@ type Gates struct {
 func (p *Pipeline) Gates() *Gates { return &p.g }
 
 // NewPipeline returns a pipeline of gates, outermost first; nil gates are
-// skipped. classify decides each attempt's [Outcome] ([DefaultClassifier] when
-// nil); clock measures each attempt's [Result.Duration] (the precise system
+// skipped. classify decides each attempt's [resilience.Outcome] ([resilience.DefaultClassifier] when
+// nil); clock measures each attempt's [resilience.Result.Duration] (the precise system
 // clock when nil). More than [MaxGates] gates is an error.
 func NewPipeline(classify resilience.Classifier, clock resilience.Clock, gates ...resilience.Gate) (*Pipeline, error) {
 	p := &Pipeline{g: Gates{Classify: classify}, clock: clock}
@@ -165,7 +165,7 @@ func NewPipeline(classify resilience.Classifier, clock resilience.Clock, gates .
 // attempt wait (a bulkhead with a maxWaitDuration, a rate limiter with a
 // timeoutDuration): [Pipeline.AdmitAt] reads the time again once they have
 // all admitted an attempt, so that waiting at a gate never counts in the
-// attempt's [Result.Duration].
+// attempt's [resilience.Result.Duration].
 func (p *Pipeline) Waiting() *Pipeline {
 	q := *p
 	q.g.MayWait = true
@@ -176,7 +176,7 @@ func (p *Pipeline) Waiting() *Pipeline {
 func (p *Pipeline) Len() int { return len(p.gates) }
 
 // Observing returns a pipeline of the same gates in observe mode (see
-// [Observe]): a gate's refusal (a [Rejection]) does not refuse the attempt,
+// [resilience.Observe]): a gate's refusal (a [resilience.Rejection]) does not refuse the attempt,
 // which goes on to the next gate without that gate's permit, and that gate
 // is not told how it ended. Admit the attempts of an observed context only
 // (the gates' events then tell the refusal apart, and they neither wait nor
@@ -203,7 +203,7 @@ type Admission struct {
 }
 
 // Admit enters every gate in order. When a gate refuses, the gates already
-// entered are exited with the refusal as an [Ignored] result, and Admit
+// entered are exited with the refusal as an [resilience.Ignored] result, and Admit
 // returns the refusal. a must not hold an attempt that has not ended.
 func (p *Pipeline) Admit(ctx context.Context, a *Admission) error {
 	var now time.Time
@@ -316,7 +316,7 @@ func (a *Admission) Commit(err error) {
 }
 
 // Abort ends an attempt that did not reach Done — it panicked — giving every
-// permit back with a [Failure] result and [ErrPanicked]. After Done it does
+// permit back with a [resilience.Failure] result and [resilience.ErrPanicked]. After Done it does
 // nothing, so it is meant to be deferred.
 func (a *Admission) Abort() {
 	if a.n == 0 {
