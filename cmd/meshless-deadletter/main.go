@@ -176,7 +176,7 @@ func keys(ctx context.Context, s deadletter.Store, w io.Writer) error {
 		if !st.Oldest.IsZero() {
 			oldest = st.Oldest.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", k, st.Waiting, st.Parked, st.Bytes, oldest)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", printable(k), st.Waiting, st.Parked, st.Bytes, oldest)
 	}
 	return tw.Flush()
 }
@@ -214,7 +214,7 @@ func list(ctx context.Context, s deadletter.Store, args []string, w io.Writer) e
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POS\tID\tENQUEUED\tFAILED REPLAYS\tMETHOD\tPAYLOAD BYTES")
 	for _, e := range es {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", e.Pos, e.ID, e.Enqueued.UTC().Format(time.RFC3339), e.Replays, e.Method, len(e.Payload))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", printable(e.Pos), e.ID, e.Enqueued.UTC().Format(time.RFC3339), e.Replays, printable(e.Method), len(e.Payload))
 	}
 	return tw.Flush()
 }
@@ -243,6 +243,18 @@ func find(ctx context.Context, s deadletter.Store, key, id string) (deadletter.E
 	return deadletter.Entry{}, 0, fmt.Errorf("key %q: %w: %s", key, deadletter.ErrNotFound, id)
 }
 
+// printable returns s as it is when every character of it prints, else
+// quoted: what a store hands back is hostile, and a control character in a
+// method or a target would forge the table's rows or drive the terminal.
+func printable(s string) string {
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
 // maxShown bounds the payload bytes show prints.
 const maxShown = 4 << 10
 
@@ -251,9 +263,9 @@ func show(ctx context.Context, s deadletter.Store, key, id string, w io.Writer) 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "id:             %s\nkey:            %s\nstate:          %s\nposition:       %s\n", e.ID, e.Key, state, e.Pos)
+	fmt.Fprintf(w, "id:             %s\nkey:            %s\nstate:          %s\nposition:       %s\n", e.ID, printable(e.Key), state, printable(e.Pos))
 	fmt.Fprintf(w, "enqueued:       %s\nfailed replays: %d\nmethod:         %s\ntarget:         %s\n",
-		e.Enqueued.UTC().Format(time.RFC3339Nano), e.Replays, e.Method, e.Target)
+		e.Enqueued.UTC().Format(time.RFC3339Nano), e.Replays, printable(e.Method), printable(e.Target))
 	mdKeys := make([]string, 0, len(e.Metadata))
 	for k := range e.Metadata {
 		mdKeys = append(mdKeys, k)

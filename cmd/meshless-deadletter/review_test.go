@@ -1,0 +1,36 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/deadletter/boltstore"
+)
+
+// An entry's Method and Target are any valid UTF-8: control characters
+// included. Printed as they are, a hostile entry forges rows of the table
+// or drives the operator's terminal (ESC sequences).
+func TestHostileMethodAndTargetAreNotPrintedRaw(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dl.db")
+	s, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := deadletter.Entry{ID: "h", Key: "k", Method: "/a/B\n0  forged  1970-01-01T00:00:00Z  0  /x/Y\x1b[2J", Target: "t\x1b]0;pwned\a", Enqueued: time.Unix(1, 0)}
+	if err := s.Append(t.Context(), e, deadletter.Config{}.Limits()); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	for _, args := range [][]string{{"list", "k", "waiting"}, {"show", "k", "h"}} {
+		code, out, stderr := cli(append([]string{"-file", path}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		if strings.ContainsAny(out, "\x1b\a") || strings.Contains(out, "\n0  forged") {
+			t.Errorf("%v prints the hostile entry raw:\n%q", args, out)
+		}
+	}
+}
