@@ -201,8 +201,11 @@ func list(ctx context.Context, s deadletter.Store, args []string, w io.Writer) e
 		}
 		rest = rest[1:]
 	}
-	if err := fs.Parse(rest); err != nil || fs.NArg() != 0 {
-		return fmt.Errorf("%w: list KEY [waiting|parked] [-n N] [-after POS]", errUsage)
+	if err := fs.Parse(rest); err != nil {
+		return fmt.Errorf("%w: list: %v (list KEY [waiting|parked] [-n N] [-after POS])", errUsage, err)
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: list: unexpected argument %q (list KEY [waiting|parked] [-n N] [-after POS])", errUsage, fs.Arg(0))
 	}
 	if *n < 1 || *n > deadletter.MaxList {
 		return fmt.Errorf("%w: -n must be in [1, %d]", errUsage, deadletter.MaxList)

@@ -34,3 +34,27 @@ func TestHostileMethodAndTargetAreNotPrintedRaw(t *testing.T) {
 		}
 	}
 }
+
+// A bad flag or value of list is named in the error, as the global flags'
+// are: not only the command's synopsis.
+func TestListNamesItsBadFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dl.db")
+	s, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list", "k", "-n", "ten"}, `"ten"`},
+		{[]string{"list", "k", "-m", "3"}, "-m"},
+		{[]string{"list", "k", "parked", "extra"}, `"extra"`},
+	} {
+		code, _, stderr := cli(append([]string{"-file", path}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %s", tc.args, code, stderr, tc.want)
+		}
+	}
+}
