@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/deadletter/boltstore"
 )
@@ -56,5 +58,27 @@ func TestListNamesItsBadFlag(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %s", tc.args, code, stderr, tc.want)
 		}
+	}
+}
+
+// -file naming another program's bbolt file (a mistyped path): the command
+// printed an empty table with exit status 0, and wrote its own bucket into
+// that file.
+func TestAnotherProgramsFileIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sessions.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("sessions")); return err })
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := cli("-file", path, "keys")
+	if code != 1 || !strings.Contains(stderr, "not a dead-letter store") {
+		t.Fatalf("keys on another program's file: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }

@@ -65,7 +65,9 @@ var _ deadletter.Store = (*Store)(nil)
 // this process already has open returns another handle on the same file;
 // the file closes with its last handle. A file that another process holds
 // (a running service, while an operator's command tries it) is an error
-// after [LockTimeout], never a wait without end.
+// after [LockTimeout], never a wait without end. A bbolt file that holds
+// other buckets but not the store's (another program's, or a newer
+// version's) is an error, and is left as it was.
 func Open(path string) (*Store, error) {
 	key, err := canonical(path)
 	if err != nil {
@@ -85,7 +87,17 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: %w", err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(rootName)
+		if tx.Bucket(rootName) != nil {
+			return nil
+		}
+		// A file that holds buckets but not ours is another program's, or
+		// a newer version's: never written into.
+		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			return fmt.Errorf("not a dead-letter store: it holds bucket %q, not %q (another program's file, or a newer version's)", name, rootName)
+		}); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucket(rootName)
 		return err
 	}); err != nil {
 		_ = db.Close()
