@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,5 +81,18 @@ func TestAnotherProgramsFileIsAnError(t *testing.T) {
 	code, out, stderr := cli("-file", path, "keys")
 	if code != 1 || !strings.Contains(stderr, "not a dead-letter store") {
 		t.Fatalf("keys on another program's file: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
+
+// -file naming a file that is not a bbolt file at all: the error said
+// "boltstore: invalid database", not which file.
+func TestAFileThatIsNotBboltIsNamed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(path, []byte(strings.Repeat("not a database\n", 1000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cli("-file", path, "keys")
+	if code != 1 || !strings.Contains(stderr, path) {
+		t.Fatalf("keys on a text file: exit %d, stderr %q; want 1 and the path", code, stderr)
 	}
 }

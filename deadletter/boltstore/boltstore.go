@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -83,8 +84,11 @@ func Open(path string) (*Store, error) {
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("boltstore: %s is locked by another process (a running service holds it; stop it, or use its Go API): %w", path, err)
 	}
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		return nil, fmt.Errorf("boltstore: %w", err) // names the file already
+	}
 	if err != nil {
-		return nil, fmt.Errorf("boltstore: %w", err)
+		return nil, fmt.Errorf("boltstore: %s: %w", path, err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		if tx.Bucket(rootName) != nil {
