@@ -86,6 +86,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if (*file == "") == (*addr == "") {
 			return fmt.Errorf("%w: give one store: -file PATH or -redis ADDR", errUsage)
 		}
+		if *timeout <= 0 {
+			return fmt.Errorf("%w: -timeout must be positive, got %v", errUsage, *timeout)
+		}
 		if fs.NArg() == 0 {
 			return fmt.Errorf("%w: no command", errUsage)
 		}

@@ -96,3 +96,14 @@ func TestAFileThatIsNotBboltIsNamed(t *testing.T) {
 		t.Fatalf("keys on a text file: exit %d, stderr %q; want 1 and the path", code, stderr)
 	}
 }
+
+// -timeout 0 (or negative) ended every command at once with "context
+// deadline exceeded" (on Redis), never naming the flag.
+func TestANonPositiveTimeoutIsAUsageError(t *testing.T) {
+	for _, d := range []string{"0", "-1s"} {
+		code, _, stderr := cli("-redis", "127.0.0.1:1", "-timeout", d, "keys")
+		if code != 2 || !strings.Contains(stderr, "-timeout") {
+			t.Errorf("-timeout %s: exit %d, stderr %q; want 2 and the flag named", d, code, stderr)
+		}
+	}
+}
