@@ -231,6 +231,9 @@ func find(ctx context.Context, s deadletter.Store, key, id string) (deadletter.E
 	for _, state := range []deadletter.State{deadletter.Parked, deadletter.Waiting} {
 		after := ""
 		for range deadletter.MaxMaxEntries/deadletter.MaxList + 1 {
+			if err := ctx.Err(); err != nil { // the bbolt store does not watch ctx
+				return deadletter.Entry{}, 0, err
+			}
 			es, err := s.List(ctx, key, state, after, deadletter.MaxList)
 			if err != nil {
 				return deadletter.Entry{}, 0, err
@@ -307,6 +310,9 @@ func operate(ctx context.Context, s deadletter.Store, op, key string, ids []stri
 		ids = nil
 		after := ""
 		for range deadletter.MaxMaxEntries/deadletter.MaxList + 1 {
+			if err := ctx.Err(); err != nil { // the bbolt store does not watch ctx
+				return err
+			}
 			es, err := s.List(ctx, key, deadletter.Parked, after, deadletter.MaxList)
 			if err != nil {
 				return err
@@ -323,10 +329,12 @@ func operate(ctx context.Context, s deadletter.Store, op, key string, ids []stri
 	now := time.Now()
 	done := 0
 	for _, id := range ids {
-		var err error
-		if op == "requeue" {
+		err := ctx.Err() // -timeout: the bbolt store does not watch ctx
+		switch {
+		case err != nil:
+		case op == "requeue":
 			err = s.Requeue(ctx, key, id, now)
-		} else {
+		default:
 			err = s.Purge(ctx, key, id)
 		}
 		if err != nil {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,5 +108,29 @@ func TestANonPositiveTimeoutIsAUsageError(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, "-timeout") {
 			t.Errorf("-timeout %s: exit %d, stderr %q; want 2 and the flag named", d, code, stderr)
 		}
+	}
+}
+
+// -timeout bounds "the whole command" (the usage text), but the bbolt
+// store ignores contexts: a requeue or purge of many entries on a slow
+// disk (one synced commit each) ran on past it. The command checks the
+// deadline between entries, says how many it did, and fails.
+func TestPurgeStopsAtTheDeadlineOnAFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dl.db")
+	s, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fill(t, s, "k")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the deadline has passed
+	var out bytes.Buffer
+	err = operate(ctx, s, "purge", "k", []string{"p0", "p1"}, &out)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("purge past the deadline: %v, %q", err, out.String())
+	}
+	if st, _ := s.Stats(t.Context(), "k"); st.Parked != 2 {
+		t.Errorf("purge past the deadline removed %d parked entries", 2-st.Parked)
 	}
 }
