@@ -114,8 +114,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func openStore(file, addr, ns string) (deadletter.Store, func(), error) {
 	if file != "" {
-		if _, err := os.Stat(file); err != nil {
+		fi, err := os.Stat(file)
+		if err != nil {
 			return nil, nil, err // never create a file by mistake
+		}
+		if fi.Mode().IsRegular() && fi.Size() == 0 { // nor fill an empty one
+			return nil, nil, fmt.Errorf("%s is empty: not a dead-letter store", file)
 		}
 		s, err := boltstore.Open(file)
 		if err != nil {

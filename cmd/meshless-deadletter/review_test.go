@@ -134,3 +134,19 @@ func TestPurgeStopsAtTheDeadlineOnAFile(t *testing.T) {
 		t.Errorf("purge past the deadline removed %d parked entries", 2-st.Parked)
 	}
 }
+
+// An empty file (touched, or a log file given by mistake) is no dead-letter
+// store: the command turned it into a bbolt file and printed an empty table.
+func TestAnEmptyFileIsAnErrorAndStaysEmpty(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.db")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cli("-file", path, "keys")
+	if code != 1 || !strings.Contains(stderr, path) {
+		t.Errorf("keys on an empty file: exit %d, stderr %q; want 1 and the path", code, stderr)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+		t.Errorf("keys on an empty file wrote into it: %v", err)
+	}
+}
