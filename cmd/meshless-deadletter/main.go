@@ -26,6 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/meshless/meshless/cluster"
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/deadletter/boltstore"
 	"github.com/meshless/meshless/deadletter/redisstore"
@@ -105,10 +106,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err == nil:
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "meshless-deadletter: %v (-h for help)\n", err)
+		fmt.Fprintf(stderr, "meshless-deadletter: %s (-h for help)\n", cluster.Redact(err.Error()))
 		return 2
 	}
-	fmt.Fprintf(stderr, "meshless-deadletter: %v\n", err)
+	fmt.Fprintf(stderr, "meshless-deadletter: %s\n", cluster.Redact(err.Error())) // no password shown
 	return 1
 }
 

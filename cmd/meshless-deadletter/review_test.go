@@ -150,3 +150,13 @@ func TestAnEmptyFileIsAnErrorAndStaysEmpty(t *testing.T) {
 		t.Errorf("keys on an empty file wrote into it: %v", err)
 	}
 }
+
+// No error shows a Redis password (docs/configuration.md): a -redis URL the
+// command could not parse was echoed whole, password included, to stderr
+// (and so to the CI job's or the shell's log).
+func TestARedisPasswordIsNeverShown(t *testing.T) {
+	code, _, stderr := cli("-redis", "redis://ops:s3cret@127.0.0.1:1/abc", "keys")
+	if code != 1 || strings.Contains(stderr, "s3cret") || !strings.Contains(stderr, "abc") {
+		t.Fatalf("exit %d, stderr %q; want 1, the bad value and no password", code, stderr)
+	}
+}
