@@ -294,7 +294,11 @@ func show(ctx context.Context, s deadletter.Store, key, id string, w io.Writer) 
 	p := e.Payload
 	fmt.Fprintf(w, "payload:        %d bytes\n", len(p))
 	if len(p) > maxShown {
-		p = p[:maxShown]
+		cut := maxShown
+		for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(p[cut]); i++ {
+			cut-- // between characters: a cut text stays text
+		}
+		p = p[:cut]
 	}
 	if utf8.Valid(p) {
 		fmt.Fprintln(w, strconv.Quote(string(p)))

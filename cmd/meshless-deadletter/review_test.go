@@ -160,3 +160,23 @@ func TestARedisPasswordIsNeverShown(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want 1, the bad value and no password", code, stderr)
 	}
 }
+
+// A text payload longer than show prints is cut at 4 KiB: cut inside a
+// character, the text was no longer valid UTF-8 and show printed it as a
+// hex dump.
+func TestShowCutsALongTextPayloadBetweenCharacters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dl.db")
+	s, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := deadletter.Entry{ID: "t", Key: "k", Payload: []byte(`{"p":"` + strings.Repeat("€", 2000) + `"}`), Enqueued: time.Unix(1, 0)}
+	if err := s.Append(t.Context(), e, deadletter.Config{}.Limits()); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	code, out, stderr := cli("-file", path, "show", "k", "t")
+	if code != 0 || !strings.Contains(out, `"{\"p\":\"€€€`) || strings.Contains(out, "00000000  ") {
+		t.Fatalf("show: exit %d, %s\n%s", code, stderr, out)
+	}
+}
