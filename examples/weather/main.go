@@ -13,6 +13,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -113,9 +114,23 @@ type tally struct {
 	goroutines         int // the peak
 }
 
+// maxRate bounds -rate: the users' ticker needs an interval of 10µs or
+// more (past a billion a second it would be 0, and time.NewTicker panics).
+const maxRate = 100_000
+
 func run(length time.Duration, rate int, patience, hang time.Duration) error {
-	if rate < 1 || length <= 0 || patience <= 0 {
-		return fmt.Errorf("-rate, -phase and -patience must be positive")
+	var errs []error
+	if rate < 1 || rate > maxRate {
+		errs = append(errs, fmt.Errorf("-rate must be in [1, %d], got %d", maxRate, rate))
+	}
+	if length <= 0 {
+		errs = append(errs, fmt.Errorf("-phase must be positive, got %v", length))
+	}
+	if patience <= 0 {
+		errs = append(errs, fmt.Errorf("-patience must be positive, got %v", patience))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	a := newAPI(hang)
 	defer a.srv.Close()
