@@ -158,7 +158,7 @@ func variables() []cog.Builder[grafana.VariableModel] {
 			"A breaker's key: the service (keyBy: service) or service/method (keyBy: method). Bulkheads and rate limiters share the keys.",
 			`label_values(meshless_circuit_breaker_state{job=~"$job", instance=~"$instance"}, meshless_circuit_breaker_name)`),
 		query("method", "Method",
-			"rpc.method: pkg.Service/Method of gRPC calls. HTTP routes (host/route) carry it on the retry, timeout and hedging panels, under All; the HTTP row shows them by host and route.",
+			"rpc.method: pkg.Service/Method of gRPC calls. HTTP routes (host/route) carry it on the retry, timeout and hedged-copies panels, under All; the HTTP row shows them by host and route.",
 			`label_values(meshless_call_duration_seconds_count{job=~"$job", instance=~"$instance"}, rpc_method)`),
 		query("server", "Endpoint",
 			"server.address of the endpoints the outlier-ejecting balancer has ejected at least once (the outlier panels).",

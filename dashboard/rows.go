@@ -130,7 +130,7 @@ func hedgingRow() Row {
 	copies := sel("meshless_hedging_attempts_total", methodM)
 	return Row{Title: "Hedging", Panels: []cog.Builder[grafana.Panel]{
 		withLine(series("Hedging amplification (copies per call)",
-			"Copies sent per logical call of each hedged method, the first included: 1 means no hedge was sent; with hedgingDelay at the method's p95, about 1.05. The red line is a 10% budget, the one the retry alert uses. Methods that do not hedge have no line.",
+			"Copies sent per logical call of each hedged method, the first included: 1 means no hedge was sent; with hedgingDelay at the method's p95, about 1.05. The red line is a 10% budget, the one the retry alert uses. Methods that do not hedge have no line, nor do hedged HTTP routes: their calls carry no rpc_method to divide by (see Hedged copies by winner).",
 			"none", half,
 			query(sumBy("rpc_method", rate(copies))+
 				"\n/\n"+sumBy("rpc_method", rate(sel("meshless_call_duration_seconds_count", methodM))),
@@ -198,7 +198,8 @@ func callsRow() Row {
 // httpRow is httpmw's calls: meshless.call.duration with OpenTelemetry's
 // HTTP attributes, by host (server.address) and route (url.template, the
 // route's pattern; none when no route matched). The retry, timeout and
-// hedging panels above show HTTP routes too, as host/route in rpc.method.
+// hedged-copies panels above show HTTP routes too, as host/route in
+// rpc.method; the hedging amplification cannot (no rpc.method to divide by).
 func httpRow() Row {
 	count := func(m ...string) string {
 		return sel("meshless_call_duration_seconds_count", append([]string{httpM}, m...)...)
