@@ -2,6 +2,8 @@ package examples_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,12 +20,31 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // — short flags — and a line of its output that shows it ran to its end.
 // chaos has its own tests (examples/chaos), which run it in fake time.
 var runs = map[string]struct {
-	args []string
-	want []string
+	args  []string
+	want  []string
+	check func(out string) error // more than lines: nil, or what is wrong
 }{
-	"basic":   {nil, []string{`Check(""): SERVING`, `Check("no.such.Service"): error NotFound`, "breaker: CLOSED"}},
-	"server":  {[]string{"-limit", "2", "-extra", "2", "-pushback", "250ms"}, []string{"reason BULKHEAD_FULL, grpc-retry-pushback-ms: [250]", "attempts that reached the server: 1", "a new call: OK"}},
-	"weather": {[]string{"-phase", "300ms", "-rate", "40", "-patience", "1s"}, []string{"the API is failing", "recovered  meshless", "goroutines"}},
+	"basic":   {nil, []string{`Check(""): SERVING`, `Check("no.such.Service"): error NotFound`, "breaker: CLOSED"}, nil},
+	"server":  {[]string{"-limit", "2", "-extra", "2", "-pushback", "250ms"}, []string{"reason BULKHEAD_FULL, grpc-retry-pushback-ms: [250]", "attempts that reached the server: 1", "a new call: OK"}, nil},
+	"weather": {[]string{"-phase", "300ms", "-rate", "40", "-patience", "1s"}, []string{"the API is failing", "recovered  meshless", "goroutines"}, healthyPhaseIsItsOwn},
+}
+
+// healthyPhaseIsItsOwn checks weather's report: each user of the bare
+// service makes one API request, so the bare service's users of the
+// healthy phase made as many API requests in it. A user counted in a phase
+// whose request the API served in the next one (sent as the phase ended)
+// shows there as a give-up or a failure that did not happen.
+func healthyPhaseIsItsOwn(out string) error {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 10 && f[0] == "healthy" && f[1] == "bare" {
+			if f[2] != f[9] {
+				return fmt.Errorf("healthy bare: %s users, %s API requests in the phase: %q", f[2], f[9], line)
+			}
+			return nil
+		}
+	}
+	return errors.New("no healthy bare row in the report")
 }
 
 // TestEveryExampleRuns builds every program under examples/ but chaos and
@@ -76,6 +97,11 @@ func TestEveryExampleRuns(t *testing.T) {
 			for _, w := range r.want {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("the output of %s lacks %q:\n%s", p, w, out)
+				}
+			}
+			if r.check != nil {
+				if err := r.check(string(out)); err != nil {
+					t.Errorf("%s: %v\n%s", p, err, out)
 				}
 			}
 		})

@@ -208,6 +208,11 @@ func run(length time.Duration, rate int, patience, hang time.Duration) error {
 		stamp(), a.srv.URL, children["bare"].addr, children["meshless"].addr, rate)
 	var wg sync.WaitGroup
 	every := time.Second / time.Duration(rate)
+	// Each phase's users send at its start and every interval after, the
+	// last one an interval before it ends: a request sent as the phase
+	// ends reaches the API in the next one, and its user would be counted
+	// in a phase whose API did not answer it.
+	perPhase := max(1, int(length/every))
 	for p := range phase(len(phases)) {
 		a.set(p)
 		mu.Lock()
@@ -217,14 +222,18 @@ func run(length time.Duration, rate int, patience, hang time.Duration) error {
 		tick := time.NewTicker(every)
 		end := time.After(length)
 	send:
-		for {
+		for i := 0; ; i++ {
+			for _, m := range modes {
+				wg.Go(func() { call(m, p) })
+			}
+			if i+1 == perPhase {
+				<-end
+				break
+			}
 			select {
-			case <-end:
+			case <-end: // the ticks fell behind
 				break send
 			case <-tick.C:
-				for _, m := range modes {
-					wg.Go(func() { call(m, p) })
-				}
 			}
 		}
 		tick.Stop()
