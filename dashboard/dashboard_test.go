@@ -326,3 +326,25 @@ func TestNoEmptyPanelOptions(t *testing.T) {
 		walk(p.Title, "options", map[string]any(p.Options))
 	}
 }
+
+// The state timeline's values are the weights its value mappings name (0
+// to 5): each one-hot term is clamped to 1 before it is weighted, since the
+// state counts the breakers of a name in a process (two chains on one
+// observer share the series), and two open ones would read 8, unmapped.
+func TestStateTimelineValuesAreMapped(t *testing.T) {
+	_, ps, _ := panels(t)
+	i := slices.IndexFunc(ps, func(p *grafana.Panel) bool { return strings.HasPrefix(*p.Title, "Breaker state") })
+	if i < 0 {
+		t.Fatal("no Breaker state panel")
+	}
+	expr := ps[i].Targets[0].(prometheus.Dataquery).Expr
+	terms := regexp.MustCompile(`\((\S.*) \* (\d+)\)`).FindAllStringSubmatch(expr, -1)
+	if len(terms) != 6 {
+		t.Fatalf("%d weighted terms in %q, want 6", len(terms), expr)
+	}
+	for _, term := range terms {
+		if !strings.HasPrefix(term[1], "clamp_max(") || !strings.HasSuffix(term[1], ", 1)") {
+			t.Errorf("weight %s multiplies %s, not the series clamped to 1", term[2], term[1])
+		}
+	}
+}

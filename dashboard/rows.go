@@ -67,7 +67,10 @@ func breakersRow() Row {
 }
 
 // stateTimeline shows each breaker name's worst state: the one-hot series
-// weighted by how bad the state is, the highest weight winning.
+// weighted by how bad the state is, the highest weight winning. Each series
+// is clamped to 1 first: it counts the breakers of the name in a process in
+// that state (two chains on one observer share it), and the mappings know
+// only the weights.
 func stateTimeline(state func(string) string) *statetimeline.PanelBuilder {
 	states := []struct {
 		name, text, color string
@@ -83,7 +86,7 @@ func stateTimeline(state func(string) string) *statetimeline.PanelBuilder {
 	mapping := grafana.ValueMap{Type: grafana.MappingTypeValueToText, Options: map[string]grafana.ValueMappingResult{}}
 	for i, s := range states {
 		weight := strconv.Itoa(len(states) - 1 - i)
-		terms = append(terms, "("+state(s.name)+" * "+weight+")")
+		terms = append(terms, "(clamp_max("+state(s.name)+", 1) * "+weight+")")
 		mapping.Options[weight] = grafana.ValueMappingResult{Text: cog.ToPtr(s.text), Color: cog.ToPtr(s.color), Index: cog.ToPtr(int32(i))}
 	}
 	expr := "max by (meshless_circuit_breaker_name) (\n  " + strings.Join(terms, "\n  or ") + "\n)"
