@@ -312,6 +312,9 @@ func show(ctx context.Context, s deadletter.Store, key, id string, w io.Writer) 
 }
 
 func operate(ctx context.Context, s deadletter.Store, op, key string, ids []string, w io.Writer) error {
+	if i := slices.Index(ids, "--all"); i >= 0 {
+		ids[i] = "-all" // as Go's flags take --all
+	}
 	if slices.Contains(ids, "-all") {
 		if len(ids) != 1 {
 			return fmt.Errorf("%w: %s KEY (ID... | -all)", errUsage, op)

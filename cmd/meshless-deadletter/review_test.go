@@ -180,3 +180,19 @@ func TestShowCutsALongTextPayloadBetweenCharacters(t *testing.T) {
 		t.Fatalf("show: exit %d, %s\n%s", code, stderr, out)
 	}
 }
+
+// `--all` is how Go's own flags accept -all: it was taken for an ID
+// ("not found") and nothing was done.
+func TestDoubleDashAllIsAll(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dl.db")
+	s, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, s, "k")
+	_ = s.Close()
+	code, out, stderr := cli("-file", path, "purge", "k", "--all")
+	if code != 0 || out != "purged 2\n" {
+		t.Errorf("purge k --all: exit %d, %q, %q; want both parked entries purged", code, out, stderr)
+	}
+}
