@@ -136,8 +136,19 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 	if n > 0 && s.copies[n-1].ended {
 		s.answer = &s.copies[n-1] // ended OK or with a fatal code: its trailer is the call's
 	}
-	s.commitErr = engine.WithoutPushback(err)
+	s.commitErr = contextStatus(engine.WithoutPushback(err))
 	return s.commitErr
+}
+
+// contextStatus returns err, a context's own error (the caller's cancel
+// or deadline, met where no gRPC stream reported it) as the status gRPC
+// gives it, CANCELLED or DEADLINE_EXCEEDED: status.Code of the bare error
+// is UNKNOWN, which one hop up counts against this service.
+func contextStatus(err error) error {
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		return status.FromContextError(err).Err()
+	}
+	return err
 }
 
 // copy is one copy: admitted through the stream pipeline, it opens the
