@@ -371,15 +371,23 @@ func (hs *hedgedStream) RecvMsg(msg any) error {
 }
 
 // Header runs the hedge if it has not run (committing at the first header)
-// and returns the committed copy's header.
+// and returns the committed copy's header. When no copy was committed, the
+// stream is over: as gRPC's, Header returns no error and RecvMsg returns
+// the call's.
 func (hs *hedgedStream) Header() (metadata.MD, error) {
 	defer runtime.KeepAlive(hs) // its cleanup ends the stream: not while a method runs
 	s := hs.hedgedState
 	if err := s.start(nil); err != nil {
-		if err == io.EOF {
-			return nil, nil
+		// As gRPC's Header: the stream is over, and its error is Recv's
+		// (gRPC returns none here).
+		s.mu.Lock()
+		a := s.answer
+		s.mu.Unlock()
+		if a != nil {
+			s.giveResults(a)
 		}
-		return nil, err
+		s.finish(err)
+		return nil, nil
 	}
 	return s.committed().Header()
 }

@@ -2,6 +2,7 @@ package grpcmw_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,6 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/resilience"
 )
 
 // A caller that asks for the header before it receives (a common pattern)
@@ -100,6 +104,59 @@ defaults:
 		}
 		if got := b.State().String(); got == "CLOSED" {
 			t.Fatalf("breaker %s after its half-open probe failed UNAVAILABLE; want OPEN", got)
+		}
+	})
+}
+
+// A hedged stream whose Header fails (a copy answered with a fatal code
+// before any header) is over, as gRPC ends a stream whose Header fails: the
+// call is recorded at once with that answer (not later, as CANCELLED, when
+// the caller's context ends or the stream is collected), and, as gRPC's,
+// Header returns no error: Recv returns it. (Header returned it and the
+// call stayed open.)
+func TestAHedgedStreamWhoseHeaderFailsEndsTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ended atomic.Int32
+		var code atomic.Value
+		obs := resilience.ObserverFunc(func(src resilience.Source) resilience.Recorder {
+			if src.Kind != resilience.KindCall {
+				return nil
+			}
+			return resilience.RecorderFunc(func(_ context.Context, e resilience.Event) {
+				if e.Type == resilience.EventCall {
+					ended.Add(1)
+					code.Store(status.Code(e.Err))
+				}
+			})
+		})
+		s := &streamScript{delays: []time.Duration{0}, codes: []codes.Code{codes.NotFound}}
+		f := new(faultServer)
+		f.setStream(s.handler)
+		client, _, stop := inBubbleWith(t, f, hedgeConfig, []grpcmw.Option{grpcmw.WithObserver(obs)})
+		defer stop()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		st, err := client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md, err := st.Header(); md != nil || err != nil {
+			t.Fatalf("Header() = %v, %v; want nil, nil as gRPC's (the error is Recv's)", md, err)
+		}
+		synctest.Wait()
+		if n := ended.Load(); n != 1 {
+			t.Fatalf("%d call events after Header failed, want 1", n)
+		}
+		if c := code.Load(); c != codes.NotFound {
+			t.Errorf("the call was recorded with %v, want NOT_FOUND", c)
+		}
+		if _, err := st.Recv(); status.Code(err) != codes.NotFound {
+			t.Errorf("Recv after Header = %v, want NOT_FOUND", err)
+		}
+		cancel()
+		synctest.Wait()
+		if n := ended.Load(); n != 1 {
+			t.Errorf("%d call events, want 1", n)
 		}
 	})
 }
