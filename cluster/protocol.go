@@ -187,12 +187,19 @@ type opening struct {
 	instance string
 }
 
+// encode writes the re-opens capped at maxReopens: a breaker counts them
+// without bound (a backend down for hours), and past maxReopens its wait
+// stopped growing long before (64 doublings pass any wait).
 func (o opening) encode() string {
-	return strconv.FormatInt(o.until, 10) + " " + strconv.Itoa(o.reopens) + " " + o.reason.String() + " " + o.instance
+	return strconv.FormatInt(o.until, 10) + " " + strconv.Itoa(min(o.reopens, maxReopens)) + " " + o.reason.String() + " " + o.instance
 }
 
 // maxRecord bounds an open record's length: longer is garbage.
 const maxRecord = 256
+
+// maxReopens bounds the re-opens a record or message carries: more is
+// garbage (claimOpen's script holds the same bound).
+const maxReopens = 64
 
 func decodeOpening(s string) (opening, bool) {
 	if len(s) > maxRecord {
@@ -204,7 +211,7 @@ func decodeOpening(s string) (opening, bool) {
 	}
 	until, err1 := strconv.ParseInt(f[0], 10, 64)
 	reopens, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil || until <= 0 || reopens < 0 || reopens > 64 {
+	if err1 != nil || err2 != nil || until <= 0 || reopens < 0 || reopens > maxReopens {
 		return opening{}, false
 	}
 	return opening{until: until, reopens: reopens, reason: parseReason(f[2]), instance: f[3]}, true
