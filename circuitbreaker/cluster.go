@@ -26,6 +26,7 @@ func (l *link) Window() coord.Window             { return (*Breaker)(l).window()
 func (l *link) Trip(reason uint8) bool           { return (*Breaker)(l).trip(Reason(reason)) }
 func (l *link) CloseRemote() bool                { return (*Breaker)(l).closeRemote() }
 func (l *link) GrantProbes(n int) int            { return (*Breaker)(l).grantProbes(n) }
+func (l *link) ReturnProbes() int                { return (*Breaker)(l).returnProbes() }
 func (l *link) OpenRemote(wait time.Duration, reopens int, reason uint8) bool {
 	return (*Breaker)(l).openRemote(wait, reopens, Reason(reason))
 }
@@ -53,7 +54,11 @@ func (b *Breaker) window() coord.Window {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := b.cur.Load()
-	w := coord.Window{State: uint8(p.state), Since: p.since, Until: p.until, Reopens: p.reopens, Granted: p.granted}
+	w := coord.Window{State: uint8(p.state), Since: p.since, Until: p.until, Reopens: p.reopens, Granted: p.granted,
+		Rejected: p.notPermitted.Load()}
+	if p.leased {
+		w.Out = p.granted - p.permits
+	}
 	if p.state == StateClosed || p.state == StateMetricsOnly {
 		n := p.win.snapshot(b.config().clock.Now())
 		w.Calls, w.Failures, w.Slow = n.calls, n.failures, n.slow
@@ -140,4 +145,18 @@ func (b *Breaker) grantProbes(n int) int {
 	p.granted += g
 	p.permits += g
 	return g
+}
+
+// ReturnProbes takes back the probes granted to a HALF_OPEN breaker that
+// leases them, when it has handed out none of them, and returns how many.
+func (b *Breaker) returnProbes() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.cur.Load()
+	if p.state != StateHalfOpen || !p.leased || p.permits != p.granted {
+		return 0
+	}
+	n := p.permits
+	p.permits, p.granted = 0, 0
+	return n
 }

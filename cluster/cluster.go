@@ -71,6 +71,11 @@ type entry struct {
 	stale      []string // fields to delete at the next sync: garbage
 	staleIf    []string // field, value pairs to delete at the next sync if unchanged: dead or far ahead
 	own        ownField // this instance's field in the window hash
+	leasedAt   int64    // ms: when it was last granted probes
+	// The half-open period (its start, ms) whose unused probes it gave
+	// back, and the calls its breaker had rejected then: it leases again
+	// in that period only once it rejected a call since.
+	gaveBack, gaveRejected int64
 }
 
 // New returns a Cluster that talks to Redis through rdb, which stays the

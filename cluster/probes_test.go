@@ -145,3 +145,39 @@ func TestTwoOpensAtOnceAgreeOnTheFirst(t *testing.T) {
 		t.Fatalf("%d probes across the two pods, want 2", n)
 	}
 }
+
+// The pod that leases a round's probes may get no call to probe with (its
+// traffic went elsewhere). Before, it renewed its lease at every sync and
+// held the round's probes for as long as it got no call: the pods that had
+// calls stayed HALF_OPEN, rejecting every one of them, for ever (with the
+// default maxWaitDurationInHalfOpenState of 0). Now a holder that handed
+// out none of its probes for a sync interval gives them back, and leases
+// again only once it has rejected a call; the limit still holds.
+func TestAnIdleHolderGivesItsProbesBack(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.pod("a", false), w.pod("b", false)
+	openAll(t, w, a, b)
+	a.sync() // a leases both probes, and gets no call
+	b.sync()
+	var held []permit
+	for i := 0; i < 5 && len(held) == 0; i++ {
+		held = probes(2, b)[b] // b's calls wait for a probe
+		w.clk.Advance(interval)
+		a.sync()
+		b.sync()
+	}
+	if len(held) == 0 {
+		t.Fatalf("b ran no probe in 5 syncs while a held the lease idle: a %+v, b %+v",
+			coord.Of(a.b).Window(), coord.Of(b.b).Window())
+	}
+	if n := len(held) + count(probes(2, a, b)); n != 2 {
+		t.Fatalf("%d probes ran across the cluster, want 2", n)
+	}
+	for _, pm := range held {
+		pm.Record(ok)
+	}
+	b.wantState(circuitbreaker.StateClosed)
+	b.sync()
+	a.sync()
+	a.wantState(circuitbreaker.StateClosed)
+}

@@ -112,6 +112,17 @@ redis.call('SET', KEYS[1], n + take, 'PX', px)
 return take
 `)
 
+// giveBack returns n unused probes (ARGV[1]) to the round's count
+// (KEYS[1]), keeping its TTL; anything but a count is left as it is.
+var giveBack = `
+if redis.call('TYPE', KEYS[1]).ok ~= 'string' then return 0 end
+local v = redis.call('GET', KEYS[1])
+if not string.match(v, '^%d+$') or #v > 15 then return 0 end
+local m = tonumber(v) - tonumber(ARGV[1])
+if m <= 0 then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], m, 'KEEPTTL') end
+return 1
+`
+
 // repairKey puts right one key that held what no instance writes: of
 // another type than want (or want "*": whatever it holds), it is deleted; a
 // hash of more than maxFields fields is deleted; a string still holding

@@ -104,7 +104,7 @@ func (c *Cluster) exchange(ctx context.Context) error {
 			}
 			r.open = e.args.getrange(ctx, p)
 			if circuitbreaker.State(r.w.State) == circuitbreaker.StateHalfOpen && r.w.Granted > 0 && e.leaseRound != 0 {
-				p.PExpire(ctx, c.probesKey(e.name, e.leaseRound), ttl) // still probing: keep the lease
+				c.keepOrGiveBack(ctx, p, r, now)
 			}
 		}
 		return nil
@@ -117,6 +117,25 @@ func (c *Cluster) exchange(ctx context.Context) error {
 		fix = c.apply1(&reads[i], now, fix)
 	}
 	return c.repairs(ctx, fix)
+}
+
+// keepOrGiveBack queues the renewal of the lease of r's breaker while one
+// of its probes is out. A holder that handed out none of them for a sync
+// interval (no call came) gives them back, so that the instances whose
+// calls wait for probes lease them; before, it renewed the lease at every
+// sync and held the others HALF_OPEN, rejecting every call, for as long
+// as it had no call to probe with. Called with syncMu held.
+func (c *Cluster) keepOrGiveBack(ctx context.Context, p redis.Pipeliner, r *read, now int64) {
+	e, key := r.e, c.probesKey(r.e.name, r.e.leaseRound)
+	switch {
+	case r.w.Out > 0:
+		p.PExpire(ctx, key, horizon*c.o.SyncInterval) // still probing: keep the lease
+	case now-e.leasedAt >= c.o.SyncInterval.Milliseconds():
+		if n := coord.Of(e.b).ReturnProbes(); n > 0 {
+			e.gaveBack, e.gaveRejected = r.w.Since.UnixMilli(), r.w.Rejected
+			p.Eval(ctx, giveBack, []string{key}, n)
+		}
+	}
 }
 
 // publish queues r's breaker's writes to its window hash, and the read of
@@ -306,8 +325,12 @@ func exceeded(cfg circuitbreaker.Config, n aggregate) (circuitbreaker.Reason, bo
 func (c *Cluster) flush(ctx context.Context) error {
 	for _, e := range c.list() {
 		if !e.pending.Swap(false) {
-			if w := coord.Of(e.b).Window(); circuitbreaker.State(w.State) != circuitbreaker.StateHalfOpen || w.Granted > 0 || c.health.Load() != healthUp {
+			w := coord.Of(e.b).Window()
+			if circuitbreaker.State(w.State) != circuitbreaker.StateHalfOpen || w.Granted > 0 || c.health.Load() != healthUp {
 				continue
+			}
+			if e.gaveBack == w.Since.UnixMilli() && w.Rejected == e.gaveRejected {
+				continue // it gave its probes back, and no call has waited for one since
 			}
 			// Half-open with no probe leased: try again (a holder may have gone).
 		}
@@ -403,7 +426,9 @@ func (c *Cluster) act(ctx context.Context, e *entry) error {
 			return nil
 		}
 		e.leaseRound = round
-		coord.Of(e.b).GrantProbes(n)
+		if coord.Of(e.b).GrantProbes(n) > 0 {
+			e.leasedAt = now.UnixMilli()
+		}
 	case circuitbreaker.StateClosed:
 		if circuitbreaker.State(e.lastTo.Load()) != circuitbreaker.StateClosed {
 			return nil

@@ -43,6 +43,11 @@ type Window struct {
 	// Granted is the probes granted so far to a HALF_OPEN breaker that
 	// leases them.
 	Granted int
+	// Out is the probes of Granted handed out so far (not given back by
+	// an ignored probe).
+	Out int
+	// Rejected counts the calls rejected in the current state so far.
+	Rejected int64
 }
 
 // Link is a breaker's side of cluster mode. None of it is on the call path.
@@ -67,6 +72,9 @@ type Link interface {
 	// GrantProbes lets a HALF_OPEN breaker that leases its probes hand out
 	// up to n more; it returns how many it granted.
 	GrantProbes(n int) int
+	// ReturnProbes takes back the probes a HALF_OPEN breaker that leases
+	// them was granted, when it has handed out none; it returns how many.
+	ReturnProbes() int
 }
 
 var of func(b any) Link
