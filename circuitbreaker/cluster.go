@@ -57,7 +57,7 @@ func (b *Breaker) window() coord.Window {
 	w := coord.Window{State: uint8(p.state), Since: p.since, Until: p.until, Reopens: p.reopens, Granted: p.granted,
 		Rejected: p.notPermitted.Load()}
 	if p.leased {
-		w.Out = p.granted - p.permits
+		w.Leased, w.Out = true, p.granted-p.permits
 	}
 	if p.state == StateClosed || p.state == StateMetricsOnly {
 		n := p.win.snapshot(b.config().clock.Now())

@@ -1,9 +1,13 @@
 package cluster_test
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/internal/coord"
@@ -180,4 +184,65 @@ func TestAnIdleHolderGivesItsProbesBack(t *testing.T) {
 	b.sync()
 	a.sync()
 	a.wantState(circuitbreaker.StateClosed)
+}
+
+// cutOff is a go-redis hook that fails every exchange while on: one pod's
+// own Redis trouble (a partition), the others' Redis answering.
+type cutOff struct{ on atomic.Bool }
+
+var errCutOff = errors.New("dial tcp: connection refused")
+
+func (h *cutOff) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *cutOff) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.on.Load() {
+			cmd.SetErr(errCutOff)
+			return errCutOff
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *cutOff) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.on.Load() {
+			for _, c := range cmds {
+				c.SetErr(errCutOff)
+			}
+			return errCutOff
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A pod that turned HALF_OPEN while its Redis was away probes alone, with
+// every probe its own. Once Redis answers again it has no lease to take:
+// before, it took the round's probes at every sync for nothing (its breaker
+// could not use them), and a pod that turned HALF_OPEN with Redis
+// answering, in the same round, found none left for as long as the first
+// stayed HALF_OPEN.
+func TestAPodHalfOpenAloneTakesNoLeaseOnceRedisAnswers(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.pod("a", false), w.pod("b", false)
+	cut := new(cutOff)
+	a.rdb.AddHook(cut)
+	a.calls(6, fail)
+	a.sync()
+	b.sync() // both open until the same end
+	cut.on.Store(true)
+	_ = a.c.Sync(t.Context()) // a's Redis is away
+	w.clk.Advance(openWait)
+	a.wantState(circuitbreaker.StateHalfOpen)
+	b.wantState(circuitbreaker.StateHalfOpen)
+	cut.on.Store(false)
+	var held []permit
+	for i := 0; i < 5 && len(held) == 0; i++ {
+		a.sync() // a gets no call
+		b.sync()
+		held = probes(2, b)[b]
+		w.clk.Advance(interval)
+	}
+	if len(held) != 2 {
+		t.Fatalf("b ran %d probes in 5 syncs, want 2: a %+v, b %+v", len(held),
+			coord.Of(a.b).Window(), coord.Of(b.b).Window())
+	}
 }

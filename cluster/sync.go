@@ -326,7 +326,7 @@ func (c *Cluster) flush(ctx context.Context) error {
 	for _, e := range c.list() {
 		if !e.pending.Swap(false) {
 			w := coord.Of(e.b).Window()
-			if circuitbreaker.State(w.State) != circuitbreaker.StateHalfOpen || w.Granted > 0 || c.health.Load() != healthUp {
+			if circuitbreaker.State(w.State) != circuitbreaker.StateHalfOpen || !w.Leased || w.Granted > 0 || c.health.Load() != healthUp {
 				continue
 			}
 			if e.gaveBack == w.Since.UnixMilli() && w.Rejected == e.gaveRejected {
@@ -400,8 +400,8 @@ func (c *Cluster) act(ctx context.Context, e *entry) error {
 			e.round = until
 		}
 	case circuitbreaker.StateHalfOpen:
-		if w.Granted > 0 || c.health.Load() != healthUp {
-			return nil
+		if !w.Leased || w.Granted > 0 || c.health.Load() != healthUp {
+			return nil // leased already, or probing alone (turned HALF_OPEN while Redis was away)
 		}
 		// The round is the open the cluster agreed on, which ended when this
 		// half-open period began (give or take a timer's lateness); a round

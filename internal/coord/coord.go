@@ -40,6 +40,9 @@ type Window struct {
 	Until time.Time
 	// Reopens counts the consecutive re-opens that led to this state.
 	Reopens int
+	// Leased reports a HALF_OPEN breaker that leases its probes (it turned
+	// HALF_OPEN under a Coordination with LeaseProbes).
+	Leased bool
 	// Granted is the probes granted so far to a HALF_OPEN breaker that
 	// leases them.
 	Granted int
