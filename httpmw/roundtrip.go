@@ -365,8 +365,11 @@ func (cl *call) finish(n int, err error) (*http.Response, error) {
 	}
 	switch {
 	case win.cancel == nil:
-	case win.buffered:
-		win.cancel() // the body is in memory: the connection is back
+	case win.buffered, win.resp.Body == http.NoBody:
+		// The body is in memory, or there is none (HEAD, 204, 304,
+		// Content-Length: 0): the connection is back, as net/http ends its
+		// own context at once for a response without a body.
+		win.cancel()
 	default:
 		win.resp.Body = withCancel(win.resp.Body, win.cancel)
 	}
