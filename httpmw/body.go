@@ -37,11 +37,20 @@ type prefixed struct {
 
 func (p *prefixed) Close() error { return p.body.Close() }
 
-// cancelBody is the body of the response a call returns: closing it ends
+// cancelBody is the body of the response a call returns: closing it, or
+// reading it to EOF (after which net/http has its connection back), ends
 // the context its connection reads under.
 type cancelBody struct {
 	io.ReadCloser
 	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.cancel()
+	}
+	return n, err
 }
 
 func (b *cancelBody) Close() error {

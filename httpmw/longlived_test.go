@@ -333,3 +333,16 @@ func TestAResponseWithoutABodyHoldsNoContext(t *testing.T) {
 		t.Errorf("the body of %v is not http.NoBody, as net/http returns it", notNoBody)
 	}
 }
+
+// A body read to EOF is over for net/http, closed or not: its connection
+// is back in the pool and its context ended. The chain ends the context it
+// derived then too. Before, a caller that read to EOF without Close left
+// it registered with its own context until that one ended.
+func TestABodyReadToEOFHoldsNoContext(t *testing.T) {
+	b, client := contextBackend(t)
+	checkContextsGivenBack(t, b.URL, client, []contextCase{
+		{"read to EOF, not closed", http.MethodGet, "/", func(b io.ReadCloser) { io.Copy(io.Discard, b) }}, //nolint:errcheck
+		{"closed unread", http.MethodGet, "/", func(b io.ReadCloser) { b.Close() }},
+		{"read in part, closed", http.MethodGet, "/", func(b io.ReadCloser) { b.Read(make([]byte, 10)); b.Close() }}, //nolint:errcheck
+	})
+}
