@@ -64,7 +64,8 @@
 //     bodies). Otherwise the request is sent once, and a failure's error
 //     says why ([ErrNotReplayable]).
 //   - Hedging only for GET and HEAD, unless the route that writes hedging
-//     names another method in its pattern ("POST /v1/search").
+//     names another method in its pattern ("POST /v1/search"); never for
+//     a request that upgrades its connection (Connection: Upgrade).
 //   - 429 and 503 carry Retry-After (seconds or an HTTP-date) as the
 //     server's pushback: the next attempt waits for it; a wait past the
 //     call's deadline ends the retries.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -344,5 +345,47 @@ func TestABodyReadToEOFHoldsNoContext(t *testing.T) {
 		{"read to EOF, not closed", http.MethodGet, "/", func(b io.ReadCloser) { io.Copy(io.Discard, b) }}, //nolint:errcheck
 		{"closed unread", http.MethodGet, "/", func(b io.ReadCloser) { b.Close() }},
 		{"read in part, closed", http.MethodGet, "/", func(b io.ReadCloser) { b.Read(make([]byte, 10)); b.Close() }}, //nolint:errcheck
+	})
+}
+
+// A hedged route sends copies of GET requests, but not of one that asks to
+// upgrade its connection (Connection: Upgrade, a WebSocket's handshake):
+// each copy would be a session the server opens (and, for the copies that
+// lose, tears down at once), as Envoy neither retries nor hedges
+// upgrades. Before, a slow handshake was sent three times.
+func TestAnUpgradeIsNotHedged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var upgrades atomic.Int64
+		p := newPipeNet(t, func(w http.ResponseWriter, r *http.Request) {
+			upgrades.Add(1)
+			time.Sleep(200 * time.Millisecond) // past the hedging delay
+			conn, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n") //nolint:errcheck
+			brw.Flush()                                                                                         //nolint:errcheck
+			io.Copy(conn, brw)                                                                                  //nolint:errcheck
+		})
+		chain := fixChain(t, `
+retryThrottling: { enabled: false }
+hosts:
+  api.example:
+    hedging: { maxAttempts: 3, hedgingDelay: 50ms }
+`)
+		req := newRequest(t, http.MethodGet, "http://api.example/ws", nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "echo")
+		resp, err := chain.Client(p.tr).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		time.Sleep(time.Second) // every handler has ended
+		synctest.Wait()
+		if resp.StatusCode != http.StatusSwitchingProtocols || upgrades.Load() != 1 {
+			t.Fatalf("status %d after %d upgrade requests; want 101 after one", resp.StatusCode, upgrades.Load())
+		}
 	})
 }

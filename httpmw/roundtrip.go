@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -44,6 +45,8 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case (m.Hedges() || m.Retries()) && !replayable:
 		cl.once = onceBody
+	case m.Hedges() && upgrade(req):
+		cl.once = onceUpgrade
 	case m.Hedges() && !hedgeable(req, r):
 		cl.once = onceNotHedgeable
 	case m.Retries() && !idempotent(req):
@@ -75,6 +78,23 @@ func idempotent(req *http.Request) bool {
 	}
 	_, ok := req.Header["X-Idempotency-Key"]
 	return ok
+}
+
+// upgrade reports whether req asks to switch its connection to another
+// protocol (Connection: Upgrade, a WebSocket's handshake): each copy of it
+// would be a session the server opens, so it is not hedged.
+func upgrade(req *http.Request) bool {
+	if req.Header.Get("Upgrade") == "" {
+		return false
+	}
+	for _, v := range req.Header["Connection"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hedgeable reports whether req may be sent as concurrent copies: a GET or
@@ -387,6 +407,8 @@ func (cl *call) notRetried(err error) error {
 		why = "not retried: the request's body cannot be replayed (Request.GetBody is nil)"
 	case cl.once == onceNotHedgeable:
 		why = "not hedged: hedging sends copies of GET and HEAD requests, or of the method its route's pattern names"
+	case cl.once == onceUpgrade:
+		why = "not hedged: a request that upgrades its connection is sent once"
 	case cl.once == onceNotIdempotent:
 		why = "not retried: " + cl.req.Method + " is not idempotent (an Idempotency-Key header allows retries)"
 	default:
@@ -402,4 +424,5 @@ const (
 	onceBody          once = iota + 1 // its body cannot be replayed
 	onceNotHedgeable                  // its method is not one its route hedges
 	onceNotIdempotent                 // its method is not idempotent
+	onceUpgrade                       // it upgrades its connection, and its route hedges
 )
