@@ -69,6 +69,7 @@ func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balance
 		kick:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		exited:    make(chan struct{}),
+		telling:   make(chan struct{}, 1),
 	}
 	b.settings.Store(newSettings(newClassifier(DefaultFailureStatusCodes()), b.clock, 0, 0))
 	go b.run()
@@ -107,6 +108,13 @@ type outlierBalancer struct {
 	monitor   *Monitor
 	clock     resilience.Clock
 	endpoints map[string]*endpoint // by address, only the resolver's addresses
+
+	// pending is what the monitor has yet to be told, in the order the
+	// changes were made (under mu); tell tells it holding telling's token,
+	// so that a return never overtakes the ejection it ends. A channel: a
+	// goroutine waiting its turn is durably blocked in a synctest bubble.
+	pending []note
+	telling chan struct{}
 
 	settings atomic.Pointer[settings]
 	kick     chan struct{} // a consecutive-failure threshold was reached
@@ -159,17 +167,17 @@ func (b *outlierBalancer) UpdateClientConnState(s balancer.ClientConnState) erro
 		return fmt.Errorf("%s: unexpected balancer config %T", Name, s.BalancerConfig)
 	}
 	b.childMu.Lock()
-	monitor, notes, err := b.update(lc, s.ResolverState)
+	err := b.update(lc, s.ResolverState)
 	b.childMu.Unlock()
-	notify(monitor, notes)
+	b.tell()
 	return err
 }
 
 // update applies a new config and resolver state. Called with b.childMu
-// held; it returns what to tell the monitor once that is released.
-func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) (*Monitor, []note, error) {
+// held; what it queues for the monitor is told once that is released.
+func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) error {
 	if b.closed {
-		return nil, nil, nil
+		return nil
 	}
 	cfg := lc.cfg
 	var notes []note
@@ -218,7 +226,8 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) (*Monitor, []n
 		returned = append(returned, b.unject(e)...)
 		notes = append(notes, note{addr: e.addr})
 	}
-	monitor, clock := b.monitor, b.clock
+	b.queue(notes)
+	clock := b.clock
 	b.mu.Unlock()
 	for _, sc := range returned {
 		sc.setEjected(false)
@@ -241,9 +250,9 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) (*Monitor, []n
 	}
 	childCfg, err := childConfig(balancer.Get(cfg.ChildPolicy))
 	if err != nil {
-		return monitor, notes, err
+		return err
 	}
-	return monitor, notes, b.child.UpdateClientConnState(balancer.ClientConnState{
+	return b.child.UpdateClientConnState(balancer.ClientConnState{
 		// Petiole policies (round_robin) set this for their pick_first
 		// leaves; set here too for any child that builds on pick_first, so
 		// that it registers the health listener through which ejection acts.
@@ -290,11 +299,11 @@ func (b *outlierBalancer) Close() {
 			notes = append(notes, note{addr: a})
 		}
 	}
-	monitor := b.monitor
+	b.queue(notes)
 	b.endpoints = nil
 	b.mu.Unlock()
 	b.childMu.Unlock()
-	notify(monitor, notes)
+	b.tell()
 }
 
 // run ejects, off the call path, the endpoints that reached the
@@ -320,17 +329,38 @@ func (b *outlierBalancer) wake() {
 }
 
 // note is an ejection (reason set) or a return to tell the monitor of.
-type note struct{ addr, reason string }
+type note struct {
+	addr, reason string
+	m            *Monitor
+}
 
-func notify(m *Monitor, notes []note) {
-	if m == nil {
+// queue queues notes for the balancer's monitor, if it has one. Called
+// with b.mu held, where the changes they tell of were made.
+func (b *outlierBalancer) queue(notes []note) {
+	if b.monitor == nil {
 		return
 	}
 	for _, n := range notes {
+		n.m = b.monitor
+		b.pending = append(b.pending, n)
+	}
+}
+
+// tell tells the monitor what has been queued, in order: when it returns,
+// the caller's changes have been told, by it or by another goroutine that
+// was telling. Called with no lock held: the monitor calls its listener.
+func (b *outlierBalancer) tell() {
+	b.telling <- struct{}{}
+	defer func() { <-b.telling }()
+	b.mu.Lock()
+	notes := b.pending
+	b.pending = nil
+	b.mu.Unlock()
+	for _, n := range notes {
 		if n.reason != "" {
-			m.eject(n.addr, n.reason)
+			n.m.eject(n.addr, n.reason)
 		} else {
-			m.unject(n.addr)
+			n.m.unject(n.addr)
 		}
 	}
 }
@@ -396,17 +426,17 @@ func (b *outlierBalancer) ejectConsecutive() {
 	for _, e := range eps {
 		if threshold > 0 && n < limit && !e.ejected.Load() && e.consecutive.Load() >= threshold {
 			out = append(out, b.eject(e, now)...)
-			notes = append(notes, note{e.addr, ReasonConsecutiveFailures})
+			notes = append(notes, note{addr: e.addr, reason: ReasonConsecutiveFailures})
 			n++
 		}
 	}
-	monitor := b.monitor
+	b.queue(notes)
 	b.mu.Unlock()
 	for _, sc := range out {
 		sc.setEjected(true)
 	}
 	b.childMu.Unlock()
-	notify(monitor, notes)
+	b.tell()
 }
 
 // tick runs every interval: the rate detectors, then returns and the decay
@@ -434,7 +464,7 @@ func (b *outlierBalancer) tick(gen uint64) {
 	for _, v := range detect(&b.cfg, samples) {
 		e := eps[v.i]
 		ejectSCs = append(ejectSCs, b.eject(e, now)...)
-		notes = append(notes, note{e.addr, v.reason})
+		notes = append(notes, note{addr: e.addr, reason: v.reason})
 		justEjected[v.i] = true
 	}
 	for i, e := range eps {
@@ -449,7 +479,7 @@ func (b *outlierBalancer) tick(gen uint64) {
 			notes = append(notes, note{addr: e.addr})
 		}
 	}
-	monitor := b.monitor
+	b.queue(notes)
 	b.mu.Unlock()
 	for _, sc := range ejectSCs {
 		sc.setEjected(true)
@@ -459,7 +489,7 @@ func (b *outlierBalancer) tick(gen uint64) {
 	}
 	b.startTimer(clock)
 	b.childMu.Unlock()
-	notify(monitor, notes)
+	b.tell()
 }
 
 // startTimer arms the interval timer. A tick armed before the latest call

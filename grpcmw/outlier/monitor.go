@@ -11,8 +11,11 @@ import (
 )
 
 // Listener is told when an endpoint is ejected and when it returns. Its
-// methods are called from the balancer's goroutines, never with a lock held,
-// and concurrently; they must be fast and must not block. addr is the
+// methods are called from the balancer's goroutines, with none of the
+// balancer's locks held but the one that puts one balancer's calls in the
+// order of its changes (a return never comes before the ejection it ends);
+// the balancers of several channels call it concurrently. They must be fast
+// and must not block. addr is the
 // endpoint's address as the resolver gave it; reason is one of the Reason…
 // constants.
 //

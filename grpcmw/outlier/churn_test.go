@@ -1,0 +1,180 @@
+package outlier_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/grpcmw/outlier"
+	"github.com/meshless/meshless/internal/memnet"
+)
+
+// churnPod is a test-service server on an in-memory listener that answers
+// its unary calls with code (OK: a response).
+type churnPod struct {
+	testgrpc.UnimplementedTestServiceServer
+	code atomic.Int32
+}
+
+func (p *churnPod) EmptyCall(context.Context, *testgrpc.Empty) (*testgrpc.Empty, error) {
+	if c := codes.Code(p.code.Load()); c != codes.OK {
+		return nil, status.Error(c, "pod says so")
+	}
+	return &testgrpc.Empty{}, nil
+}
+
+// churnNet is in-memory pods by address behind a manual resolver, on a
+// plain channel (no meshless interceptor) with the outlier balancer.
+type churnNet struct {
+	mu   sync.Mutex
+	lis  map[string]*memnet.Listener
+	pods map[string]*churnPod
+	srvs []*grpc.Server
+	r    *manual.Resolver
+	cc   *grpc.ClientConn
+}
+
+func newChurnNet(t *testing.T, scheme string, n int, cfg outlier.Config) *churnNet {
+	t.Helper()
+	c := &churnNet{lis: map[string]*memnet.Listener{}, pods: map[string]*churnPod{}}
+	for i := range n {
+		addr := fmt.Sprintf("%s-%d", scheme, i)
+		l, p := memnet.Listen(), new(churnPod)
+		c.lis[addr], c.pods[addr] = l, p
+		srv := grpc.NewServer()
+		testgrpc.RegisterTestServiceServer(srv, p)
+		go func() { _ = srv.Serve(l) }()
+		c.srvs = append(c.srvs, srv)
+	}
+	sc, err := outlier.ServiceConfigJSON(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.r = manual.NewBuilderWithScheme(scheme)
+	c.r.InitialState(c.state(n))
+	c.cc, err = grpc.NewClient(scheme+":///svc", grpc.WithResolvers(c.r),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			c.mu.Lock()
+			l := c.lis[addr]
+			c.mu.Unlock()
+			return l.DialContext(ctx)
+		}),
+		grpc.WithDefaultServiceConfig(sc), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cc.Connect()
+	return c
+}
+
+// state is the resolver state of the pods whose indexes are given (all
+// when none is).
+func (c *churnNet) state(n int, only ...int) resolver.State {
+	if len(only) == 0 {
+		for i := range n {
+			only = append(only, i)
+		}
+	}
+	var st resolver.State
+	for _, i := range only {
+		st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: c.addr(i)}}})
+	}
+	return st
+}
+
+func (c *churnNet) addr(i int) string { return fmt.Sprintf("%s-%d", c.r.Scheme(), i) }
+
+func (c *churnNet) close() {
+	_ = c.cc.Close()
+	for _, s := range c.srvs {
+		s.Stop()
+	}
+}
+
+// blockingListener records what it hears; its first Ejected waits for
+// release, as a listener preempted there would.
+type blockingListener struct {
+	mu      sync.Mutex
+	ev      []string
+	hold    chan struct{} // closed to let the held Ejected go on
+	held    bool
+	holding chan struct{} // closed when the first Ejected is held
+}
+
+func (l *blockingListener) Ejected(addr, reason string) {
+	l.mu.Lock()
+	first := !l.held
+	l.held = true
+	l.mu.Unlock()
+	if first {
+		close(l.holding)
+		<-l.hold
+	}
+	l.mu.Lock()
+	l.ev = append(l.ev, "ejected "+addr)
+	l.mu.Unlock()
+}
+
+func (l *blockingListener) Returned(addr string) {
+	l.mu.Lock()
+	l.ev = append(l.ev, "returned "+addr)
+	l.mu.Unlock()
+}
+
+func (l *blockingListener) events() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ev)
+}
+
+// An endpoint ejected for consecutive failures and removed by the resolver
+// while that ejection is still being reported: the removal's return must
+// not overtake the ejection, or the Monitor (and a metrics listener) keeps
+// the removed address ejected for ever.
+func TestARemovalDoesNotOvertakeTheEjectionItEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &blockingListener{hold: make(chan struct{}), holding: make(chan struct{})}
+		mon, err := outlier.NewMonitor(outlier.WithListener(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mon.Close()
+		cfg := only(func(c *outlier.Config) { c.ConsecutiveFailures = outlier.ConsecutiveFailures{Threshold: 2} })
+		cfg.Monitor = mon.Name()
+		n := newChurnNet(t, "overtake", 3, cfg)
+		defer n.close()
+		synctest.Wait() // every pod READY
+		n.pods[n.addr(0)].code.Store(int32(codes.Unavailable))
+		client := testgrpc.NewTestServiceClient(n.cc)
+		for range 6 { // round_robin: pod 0 fails twice
+			_, err := client.EmptyCall(t.Context(), &testgrpc.Empty{})
+			_ = err
+		}
+		<-l.holding // the ejection is being reported
+		synctest.Wait()
+		go n.r.UpdateState(n.state(3, 1, 2)) // pod 0 leaves
+		synctest.Wait()
+		close(l.hold)
+		synctest.Wait()
+		if got := mon.Ejected(); len(got) != 0 {
+			t.Errorf("the Monitor has %v ejected after the resolver removed it, want none", got)
+		}
+		want := []string{"ejected " + n.addr(0), "returned " + n.addr(0)}
+		if got := l.events(); !slices.Equal(got, want) {
+			t.Errorf("the listener heard %v, want %v", got, want)
+		}
+	})
+}
