@@ -108,6 +108,7 @@ type outlierBalancer struct {
 	monitor   *Monitor
 	clock     resilience.Clock
 	endpoints map[string]*endpoint // by address, only the resolver's addresses
+	hosts     int                  // the endpoints the cap counts (see hostsOf)
 
 	// pending is what the monitor has yet to be told, in the order the
 	// changes were made (under mu); tell tells it holding telling's token,
@@ -161,6 +162,22 @@ func addrsOf(s resolver.State) []string {
 	return slices.Compact(out)
 }
 
+// hostsOf returns how many endpoints of a resolver state the cap counts:
+// its endpoints, not their addresses (an endpoint is out when the address
+// it uses is ejected), and never more than its distinct addresses.
+func hostsOf(s resolver.State, addrs []string) int {
+	n := 0
+	for _, ep := range s.Endpoints {
+		if len(ep.Addresses) > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return len(addrs)
+	}
+	return min(n, len(addrs))
+}
+
 func (b *outlierBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	lc, ok := s.BalancerConfig.(*lbConfig)
 	if !ok {
@@ -196,6 +213,7 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) error {
 	}
 	b.settings.Store(newSettings(newClassifier(cfg.FailureStatusCodes), b.clock, consecutive, slow))
 	addrs := addrsOf(rs)
+	b.hosts = hostsOf(rs, addrs)
 	for a, e := range b.endpoints {
 		if _, found := slices.BinarySearch(addrs, a); !found {
 			delete(b.endpoints, a)
@@ -220,7 +238,7 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) error {
 		}
 	}
 	slices.SortStableFunc(ejected, func(x, y *endpoint) int { return x.until.Compare(y.until) })
-	for over := len(ejected) - maxEjected(len(b.endpoints), cfg.MaxEjectionPercent); over > 0; over-- {
+	for over := len(ejected) - maxEjected(b.hosts, cfg.MaxEjectionPercent); over > 0; over-- {
 		e := ejected[0]
 		ejected = ejected[1:]
 		returned = append(returned, b.unject(e)...)
@@ -419,7 +437,7 @@ func (b *outlierBalancer) ejectConsecutive() {
 			n++
 		}
 	}
-	limit := maxEjected(len(eps), b.cfg.MaxEjectionPercent)
+	limit := maxEjected(b.hosts, b.cfg.MaxEjectionPercent)
 	var notes []note
 	var out []*subConn
 	now := b.clock.Now()
@@ -461,7 +479,7 @@ func (b *outlierBalancer) tick(gen uint64) {
 	var notes []note
 	var ejectSCs, returnSCs []*subConn
 	justEjected := make([]bool, len(eps))
-	for _, v := range detect(&b.cfg, samples) {
+	for _, v := range detect(&b.cfg, samples, b.hosts) {
 		e := eps[v.i]
 		ejectSCs = append(ejectSCs, b.eject(e, now)...)
 		notes = append(notes, note{addr: e.addr, reason: v.reason})

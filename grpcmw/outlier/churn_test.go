@@ -178,3 +178,46 @@ func TestARemovalDoesNotOvertakeTheEjectionItEnds(t *testing.T) {
 		}
 	})
 }
+
+// The cap keeps one endpoint serving when an endpoint has several
+// addresses (a dual-stack pod): pod 0 is one endpoint of three addresses,
+// pod 1 one of one. Both fail; the cap (50 %) must leave one of the two
+// endpoints in, not count four addresses and eject both.
+func TestTheCapCountsEndpointsNotAddresses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mon, err := outlier.NewMonitor()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mon.Close()
+		cfg := only(func(c *outlier.Config) { c.ConsecutiveFailures = outlier.ConsecutiveFailures{Threshold: 2} })
+		cfg.Monitor = mon.Name()
+		n := newChurnNet(t, "multi", 2, cfg)
+		defer n.close()
+		n.mu.Lock()
+		n.lis["multi-0b"], n.lis["multi-0c"] = n.lis["multi-0"], n.lis["multi-0"]
+		n.mu.Unlock()
+		n.r.UpdateState(resolver.State{Endpoints: []resolver.Endpoint{
+			{Addresses: []resolver.Address{{Addr: "multi-0"}, {Addr: "multi-0b"}, {Addr: "multi-0c"}}},
+			{Addresses: []resolver.Address{{Addr: "multi-1"}}},
+		}})
+		synctest.Wait()
+		for i := range 2 {
+			n.pods[n.addr(i)].code.Store(int32(codes.Unavailable))
+		}
+		client := testgrpc.NewTestServiceClient(n.cc)
+		for range 8 {
+			_, _ = client.EmptyCall(t.Context(), &testgrpc.Empty{})
+		}
+		synctest.Wait()
+		for i := range 2 {
+			n.pods[n.addr(i)].code.Store(int32(codes.OK))
+		}
+		if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}); err != nil {
+			t.Fatalf("a call failed with %v (ejected %v): the cap left no endpoint in", err, mon.Ejected())
+		}
+		if got := mon.Ejected(); len(got) != 1 {
+			t.Errorf("ejected %v, want one address (50 %% of two endpoints)", got)
+		}
+	})
+}

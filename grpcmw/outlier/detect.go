@@ -41,16 +41,17 @@ func maxEjected(n, pct int) int {
 
 // detect runs the interval detectors (success rate, then failure percentage,
 // then slow calls, as in gRFC A50 with slow calls added) over the samples,
-// and returns the endpoints to eject, never letting more than maxEjected be
-// ejected in all.
-func detect(c *Config, s []sample) []verdict {
+// and returns the endpoints to eject, never letting more than maxEjected of
+// hosts (the resolver's endpoints, which may have several addresses each)
+// be ejected in all.
+func detect(c *Config, s []sample, hosts int) []verdict {
 	ejected := 0
 	for _, x := range s {
 		if x.ejected {
 			ejected++
 		}
 	}
-	limit := maxEjected(len(s), c.MaxEjectionPercent)
+	limit := maxEjected(hosts, c.MaxEjectionPercent)
 	if ejected >= limit {
 		return nil
 	}

@@ -144,7 +144,7 @@ func TestDetect(t *testing.T) {
 			want:    []verdict{{4, ReasonSuccessRate}, {5, ReasonSlowCalls}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := detect(&tc.cfg, tc.samples)
+			got := detect(&tc.cfg, tc.samples, len(tc.samples))
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("detect = %v, want %v", got, tc.want)
 			}
