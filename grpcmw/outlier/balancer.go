@@ -138,6 +138,7 @@ type endpoint struct {
 	// under b.mu
 	multiplier int
 	until      time.Time
+	reason     string // why it was last ejected
 	subConns   map[*subConn]struct{}
 }
 
@@ -201,6 +202,16 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) error {
 	b.mu.Lock()
 	b.cfg = cfg
 	if lc.monitor != nil && lc.monitor != b.monitor {
+		// The ejections move to the new Monitor: the old one hears them
+		// return (it would keep them for ever), the new one hears them.
+		for _, e := range b.sortedEndpoints() {
+			if e.ejected.Load() {
+				if b.monitor != nil {
+					notes = append(notes, note{addr: e.addr, m: b.monitor})
+				}
+				notes = append(notes, note{addr: e.addr, reason: e.reason, m: lc.monitor})
+			}
+		}
 		b.monitor, b.clock = lc.monitor, lc.monitor.clock
 	}
 	var consecutive int64
@@ -352,15 +363,17 @@ type note struct {
 	m            *Monitor
 }
 
-// queue queues notes for the balancer's monitor, if it has one. Called
-// with b.mu held, where the changes they tell of were made.
+// queue queues notes for their monitor (the balancer's unless set), if
+// there is one. Called with b.mu held, where the changes they tell of were
+// made.
 func (b *outlierBalancer) queue(notes []note) {
-	if b.monitor == nil {
-		return
-	}
 	for _, n := range notes {
-		n.m = b.monitor
-		b.pending = append(b.pending, n)
+		if n.m == nil {
+			n.m = b.monitor
+		}
+		if n.m != nil {
+			b.pending = append(b.pending, n)
+		}
 	}
 }
 
@@ -394,8 +407,9 @@ func (b *outlierBalancer) sortedEndpoints() []*endpoint {
 }
 
 // eject marks e ejected and returns its SubConns. Called with b.mu held.
-func (b *outlierBalancer) eject(e *endpoint, now time.Time) []*subConn {
+func (b *outlierBalancer) eject(e *endpoint, now time.Time, reason string) []*subConn {
 	e.ejected.Store(true)
+	e.reason = reason
 	e.multiplier++
 	e.until = now.Add(ejectionTime(b.cfg.BaseEjectionTime, b.cfg.MaxEjectionTime, e.multiplier))
 	e.consecutive.Store(0)
@@ -443,7 +457,7 @@ func (b *outlierBalancer) ejectConsecutive() {
 	now := b.clock.Now()
 	for _, e := range eps {
 		if threshold > 0 && n < limit && !e.ejected.Load() && e.consecutive.Load() >= threshold {
-			out = append(out, b.eject(e, now)...)
+			out = append(out, b.eject(e, now, ReasonConsecutiveFailures)...)
 			notes = append(notes, note{addr: e.addr, reason: ReasonConsecutiveFailures})
 			n++
 		}
@@ -481,7 +495,7 @@ func (b *outlierBalancer) tick(gen uint64) {
 	justEjected := make([]bool, len(eps))
 	for _, v := range detect(&b.cfg, samples, b.hosts) {
 		e := eps[v.i]
-		ejectSCs = append(ejectSCs, b.eject(e, now)...)
+		ejectSCs = append(ejectSCs, b.eject(e, now, v.reason)...)
 		notes = append(notes, note{addr: e.addr, reason: v.reason})
 		justEjected[v.i] = true
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -218,6 +219,118 @@ func TestTheCapCountsEndpointsNotAddresses(t *testing.T) {
 		}
 		if got := mon.Ejected(); len(got) != 1 {
 			t.Errorf("ejected %v, want one address (50 %% of two endpoints)", got)
+		}
+	})
+}
+
+// Calls, and their Done callbacks, race resolver updates that remove and
+// re-add endpoints and config changes that switch the detectors (run with
+// -race): no race, no panic, and the Monitor's ejected set is the
+// balancer's own at the end.
+func TestDoneRacesResolverAndConfigUpdates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mon, err := outlier.NewMonitor()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mon.Close()
+		cfg := only(func(c *outlier.Config) {
+			c.ConsecutiveFailures = outlier.ConsecutiveFailures{Threshold: 1}
+			c.SlowCalls = outlier.SlowCalls{DurationThreshold: time.Millisecond, RateThreshold: 1, RequestVolume: 1}
+		})
+		cfg.Monitor = mon.Name()
+		n := newChurnNet(t, "race", 4, cfg)
+		defer n.close()
+		synctest.Wait()
+		n.pods[n.addr(0)].code.Store(int32(codes.Unavailable))
+		n.pods[n.addr(1)].code.Store(int32(codes.Internal))
+		client := testgrpc.NewTestServiceClient(n.cc)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 50 {
+					_, _ = client.EmptyCall(t.Context(), &testgrpc.Empty{})
+				}
+			})
+		}
+		configs := []outlier.Config{cfg, only(func(c *outlier.Config) {
+			c.FailurePercentage = outlier.FailurePercentage{Threshold: 1, MinimumHosts: 1, RequestVolume: 1}
+		})}
+		configs[1].Monitor = mon.Name()
+		var scs []string
+		for _, c := range configs {
+			sc, err := outlier.ServiceConfigJSON(c, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scs = append(scs, sc)
+		}
+		sets := [][]int{{0, 1, 2, 3}, {1, 2, 3}, {0, 2, 3}, {0, 1, 2, 3}, {2, 3}}
+		for i := range 40 {
+			st := n.state(4, sets[i%len(sets)]...)
+			st.ServiceConfig = n.r.CC().ParseServiceConfig(scs[i%2])
+			n.r.UpdateState(st)
+			time.Sleep(300 * time.Millisecond) // fake time: intervals pass
+		}
+		wg.Wait()
+		n.r.UpdateState(n.state(4, 2, 3))
+		synctest.Wait()
+		for _, a := range mon.Ejected() {
+			if a == n.addr(0) || a == n.addr(1) {
+				t.Errorf("ejected %v: %s left the resolver", mon.Ejected(), a)
+			}
+		}
+	})
+}
+
+// A config from the resolver that names another Monitor moves the
+// balancer's ejections to it: the first Monitor does not keep them for
+// ever, and the second learns of them, so that it hears their return.
+func TestAnotherMonitorTakesTheEjections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mons []*outlier.Monitor
+		for range 2 {
+			m, err := outlier.NewMonitor()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			mons = append(mons, m)
+		}
+		cfg := only(func(c *outlier.Config) { c.ConsecutiveFailures = outlier.ConsecutiveFailures{Threshold: 1} })
+		cfg.Monitor = mons[0].Name()
+		n := newChurnNet(t, "moved", 3, cfg)
+		defer n.close()
+		synctest.Wait()
+		n.pods[n.addr(0)].code.Store(int32(codes.Unavailable))
+		client := testgrpc.NewTestServiceClient(n.cc)
+		for range 3 {
+			_, _ = client.EmptyCall(t.Context(), &testgrpc.Empty{})
+		}
+		synctest.Wait()
+		if got := mons[0].Ejected(); !slices.Equal(got, []string{n.addr(0)}) {
+			t.Fatalf("the first Monitor has %v ejected, want %s", got, n.addr(0))
+		}
+		cfg.Monitor = mons[1].Name()
+		sc, err := outlier.ServiceConfigJSON(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := n.state(3)
+		st.ServiceConfig = n.r.CC().ParseServiceConfig(sc)
+		n.r.UpdateState(st)
+		synctest.Wait()
+		if got := mons[1].Ejected(); !slices.Equal(got, []string{n.addr(0)}) {
+			t.Errorf("the second Monitor has %v ejected, want %s", got, n.addr(0))
+		}
+		st = n.state(3, 1, 2)
+		st.ServiceConfig = n.r.CC().ParseServiceConfig(sc)
+		n.r.UpdateState(st) // the ejected endpoint leaves
+		synctest.Wait()
+		for i, m := range mons {
+			if got := m.Ejected(); len(got) != 0 {
+				t.Errorf("Monitor %d has %v ejected after the endpoint left, want none", i, got)
+			}
 		}
 	})
 }
