@@ -320,3 +320,12 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// A negative consecutiveFailures is reported once, with what 0 means (the
+// outlier package's own check said it a second time).
+func TestANegativeConsecutiveFailuresIsReportedOnce(t *testing.T) {
+	_, err := grpcmw.ParseConfig([]byte("outlierDetection: { consecutiveFailures: -1 }\n"))
+	if err == nil || strings.Count(err.Error(), "consecutiveFailures") != 1 {
+		t.Fatalf("error:\n%v\nwant one line naming consecutiveFailures", err)
+	}
+}

@@ -91,8 +91,11 @@ func sameDialConfig(a, b *Config) bool {
 // checkOutlier validates outlierDetection and healthCheck, as a
 // config.Check.
 func checkOutlier(c *Config, add func(path, problem string)) {
+	const consecutive = "outlierDetection.consecutiveFailures"
+	negative := false
 	if o := c.OutlierDetection; o != nil && o.ConsecutiveFailures != nil && *o.ConsecutiveFailures < 0 {
-		add("outlierDetection.consecutiveFailures", fmt.Sprintf("must be at least 0 (0 switches it off), got %d", *o.ConsecutiveFailures))
+		add(consecutive, fmt.Sprintf("must be at least 0 (0 switches it off), got %d", *o.ConsecutiveFailures))
+		negative = true
 	}
 	cfg, ok := outlierConfig(c)
 	if !ok {
@@ -110,6 +113,9 @@ func checkOutlier(c *Config, add func(path, problem string)) {
 		path, problem, found := strings.Cut(e.Error(), ": ")
 		if !found || !strings.HasPrefix(path, "outlierDetection") {
 			path, problem = "outlierDetection", e.Error()
+		}
+		if negative && path == consecutive {
+			continue // said above, with what 0 means
 		}
 		add(path, problem)
 	}
