@@ -2,22 +2,13 @@ package grpcmw_test
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
-
-	"github.com/meshless/meshless/grpcmw"
-	"github.com/meshless/meshless/internal/memnet"
 )
 
 // A hedged server stream over real gRPC and the outlier balancer: pod 0
@@ -29,10 +20,8 @@ import (
 func TestAHedgedStreamIsChargedToTheEndpointItRanOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		first := []time.Duration{50 * time.Millisecond, 0}
-		lis := map[string]*memnet.Listener{}
-		var st resolver.State
-		var srvs []*grpc.Server
-		for i, d := range first {
+		var fs []*faultServer
+		for _, d := range first {
 			f := new(faultServer)
 			f.setStream(func(_ *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error {
 				time.Sleep(d)
@@ -45,14 +34,7 @@ func TestAHedgedStreamIsChargedToTheEndpointItRanOn(t *testing.T) {
 				}
 				return nil
 			})
-			addr := fmt.Sprintf("pod%d", i)
-			l := memnet.Listen()
-			lis[addr] = l
-			srv := grpc.NewServer()
-			testgrpc.RegisterTestServiceServer(srv, f)
-			go func() { _ = srv.Serve(l) }()
-			srvs = append(srvs, srv)
-			st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr}}})
+			fs = append(fs, f)
 		}
 		yaml := `
 defaults:
@@ -67,32 +49,8 @@ outlierDetection:
   successRate: { enabled: false }
   slowCalls: { durationThreshold: 40ms, rateThreshold: 50, requestVolume: 1 }
 `
-		cfg, err := grpcmw.ParseConfig([]byte(yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain, err := grpcmw.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := manual.NewBuilderWithScheme("hedgedpods")
-		r.InitialState(st)
-		conn, err := grpc.NewClient("hedgedpods:///svc", append(chain.DialOptions(), grpc.WithResolvers(r),
-			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return lis[addr].DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			_ = conn.Close()
-			for _, s := range srvs {
-				s.Stop()
-			}
-			chain.Close()
-		}()
-		conn.Connect()
-		synctest.Wait()
-		client := testgrpc.NewTestServiceClient(conn)
+		client, chain, stop := inPods(t, yaml, fs...)
+		defer stop()
 		for range 2 { // round_robin: each pod gets the first copy once
 			s, err := client.StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 			if err != nil {

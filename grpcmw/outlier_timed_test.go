@@ -52,53 +52,17 @@ outlierDetection:
 func TestASlowPodIsEjectedOnTheCallPathsTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		delays := []time.Duration{100 * time.Millisecond, 5 * time.Millisecond, 0, 39 * time.Millisecond}
-		lis := map[string]*memnet.Listener{}
-		var st resolver.State
-		var srvs []*grpc.Server
 		var fs []*faultServer
-		for i, d := range delays {
-			addr := fmt.Sprintf("pod%d", i)
+		for _, d := range delays {
 			f := new(faultServer)
 			f.setUnary(func(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 				time.Sleep(d)
 				return &testgrpc.SimpleResponse{}, nil
 			})
-			l := memnet.Listen()
-			lis[addr] = l
-			srv := grpc.NewServer()
-			testgrpc.RegisterTestServiceServer(srv, f)
-			go func() { _ = srv.Serve(l) }()
-			srvs, fs = append(srvs, srv), append(fs, f)
-			st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr}}})
+			fs = append(fs, f)
 		}
-		cfg, err := grpcmw.ParseConfig([]byte(slowCallsYAML))
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain, err := grpcmw.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := manual.NewBuilderWithScheme("pods")
-		r.InitialState(st)
-		conn, err := grpc.NewClient("pods:///svc", append(chain.DialOptions(), grpc.WithResolvers(r),
-			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return lis[addr].DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			_ = conn.Close()
-			for _, s := range srvs {
-				s.Stop()
-			}
-			chain.Close()
-		}()
-		// Every pod READY before the first call, so that round_robin
-		// spreads the calls evenly: the bubble's dials end at once.
-		conn.Connect()
-		synctest.Wait()
-		client := testgrpc.NewTestServiceClient(conn)
+		client, chain, stop := inPods(t, slowCallsYAML, fs...)
+		defer stop()
 		for range 40 { // 10 a pod (round_robin), within one interval
 			if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
 				t.Fatal(err)
@@ -405,4 +369,57 @@ func (s *timedStream) RecvMsg(any) error {
 	}
 	time.Sleep(4 * time.Millisecond)
 	return s.end
+}
+
+// inPods serves each of fs on a pod of its own (pod0, pod1, …: memnet
+// listeners, inside the caller's synctest bubble) behind a manual
+// resolver, and returns a client of them through a chain of yamlConfig's,
+// every pod READY (so that round_robin spreads calls evenly), and stop.
+func inPods(t *testing.T, yamlConfig string, fs ...*faultServer) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
+	t.Helper()
+	lis := map[string]*memnet.Listener{}
+	var st resolver.State
+	var srvs []*grpc.Server
+	for i, f := range fs {
+		addr := fmt.Sprintf("pod%d", i)
+		l := memnet.Listen()
+		lis[addr] = l
+		srv := grpc.NewServer()
+		testgrpc.RegisterTestServiceServer(srv, f)
+		go func() { _ = srv.Serve(l) }()
+		srvs = append(srvs, srv)
+		st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr}}})
+	}
+	stopServers := func() {
+		for _, s := range srvs {
+			s.Stop()
+		}
+	}
+	cfg, err := grpcmw.ParseConfig([]byte(yamlConfig))
+	if err != nil {
+		stopServers()
+		t.Fatal(err)
+	}
+	chain, err := grpcmw.New(cfg)
+	if err != nil {
+		stopServers()
+		t.Fatal(err)
+	}
+	r := manual.NewBuilderWithScheme("pods")
+	r.InitialState(st)
+	conn, err := grpc.NewClient("pods:///svc", append(chain.DialOptions(), grpc.WithResolvers(r),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return lis[addr].DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		chain.Close()
+		stopServers()
+		t.Fatal(err)
+	}
+	conn.Connect()
+	synctest.Wait()
+	return testgrpc.NewTestServiceClient(conn), chain, func() {
+		_ = conn.Close()
+		stopServers()
+		chain.Close()
+	}
 }
