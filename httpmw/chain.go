@@ -3,6 +3,7 @@ package httpmw
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 
 	"github.com/meshless/meshless/bulkhead"
@@ -23,6 +24,9 @@ type Chain struct {
 	opts   options
 	e      *engine.Engine
 	router atomic.Pointer[router]
+	// reload serialises Reload, so that the router stored last is the one
+	// of the configuration the engine holds.
+	reload sync.Mutex
 }
 
 // New returns the chain for cfg (validated first; an invalid config is an
@@ -123,6 +127,8 @@ func (c *Chain) Reload(cfg *Config) error {
 		return err
 	}
 	r := newRouter(cfg)
+	c.reload.Lock()
+	defer c.reload.Unlock()
 	if err := c.e.Reload(cfg); err != nil {
 		return fmt.Errorf("httpmw: Reload: %w", err)
 	}
