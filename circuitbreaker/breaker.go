@@ -21,6 +21,7 @@ func init() {
 		br := b.(*Breaker)
 		return br.config().SlowCallDurationThreshold, br.rec != nil
 	}
+	breakerhooks.OnClosed = func(b any, f func()) { b.(*Breaker).onClosed.Store(&f) }
 }
 
 // Breaker is a circuit breaker with Resilience4j's semantics: a count- or
@@ -33,7 +34,8 @@ type Breaker struct {
 	cur  atomic.Pointer[period] // the current state and its data
 	mu   sync.Mutex             // serialises transitions and window updates
 
-	coord atomic.Pointer[coord.Coordination] // cluster mode (cluster.go); nil alone
+	coord    atomic.Pointer[coord.Coordination] // cluster mode (cluster.go); nil alone
+	onClosed atomic.Pointer[func()]             // breakerhooks.OnClosed; nil: none
 }
 
 // period is one stay in a state. A new period starts at every transition;
@@ -438,9 +440,20 @@ func (b *Breaker) emit(ctx context.Context, ev resilience.Event) {
 	if b.rec != nil {
 		b.rec.Record(ctx, ev)
 	}
+	b.tellClosed(ev)
 	if co := b.coord.Load(); co != nil && co.OnTransition != nil && ev.Type == resilience.EventTransition && ev.Reason != ReasonManual {
 		// The breaker's own events carry its own labels.
 		co.OnTransition(b, uint8(ev.From.(State)), uint8(ev.To.(State)), uint8(ev.Reason.(Reason)))
+	}
+}
+
+// tellClosed calls the breakerhooks.OnClosed function when ev is a
+// transition to CLOSED. Called with no lock held.
+func (b *Breaker) tellClosed(ev resilience.Event) {
+	if ev.Type == resilience.EventTransition && ev.To == StateClosed {
+		if f := b.onClosed.Load(); f != nil {
+			(*f)()
+		}
 	}
 }
 

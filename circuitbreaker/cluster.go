@@ -104,6 +104,7 @@ func (b *Breaker) openRemote(wait time.Duration, reopens int, reason Reason) boo
 	if b.rec != nil {
 		b.rec.Record(context.Background(), ev)
 	}
+	b.tellClosed(ev)
 	return true
 }
 
@@ -124,6 +125,7 @@ func (b *Breaker) closeRemote() bool {
 	if b.rec != nil {
 		b.rec.Record(context.Background(), ev)
 	}
+	b.tellClosed(ev)
 	return true
 }
 

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -80,4 +83,51 @@ defaults:
 	case <-time.After(40 * time.Second): // a failure detector: the round comes 10s after the last one
 		t.Fatal("no replay reached the backend in 40s: the replay round deadlocked on itself (queueOf closes the queue that runs the replay, under the engine's lock)")
 	}
+}
+
+// A deadLetter section a reload adds replays its key's calls as soon as
+// the key's breaker closes, as one New was given does (they waited for the
+// queue's 10s round: the replay on close was wired only when New's
+// configuration had a deadLetter section).
+func TestADeadLetterAReloadAddsReplaysWhenTheBreakerCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &replayLog{down: true}
+		f := new(faultServer)
+		f.setUnary(r.handler)
+		path := filepath.Join(t.TempDir(), "dl.db")
+		base := `
+defaults:
+  circuitBreaker: { slidingWindowSize: 2, minimumNumberOfCalls: 2, waitDurationInOpenState: 1s, permittedNumberOfCallsInHalfOpenState: 1 }
+  retry: { enabled: false }
+  adaptiveThrottling: { enabled: false }
+`
+		client, chain, _, stop := observed(t, f, base)
+		defer stop()
+		cfg, err := grpcmw.ParseConfig([]byte(base + "  deadLetter: { path: " + path + " }\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := chain.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+		call := func(body string) error {
+			_, err := client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: []byte(body)}})
+			return err
+		}
+		for range 2 {
+			_ = call("fail") // the breaker opens
+		}
+		if err := call("a"); !errors.Is(err, deadletter.ErrDeferred) {
+			t.Fatalf("call a: %v, want it deferred", err)
+		}
+		r.set(false)
+		time.Sleep(1500 * time.Millisecond) // half-open
+		if err := call("probe"); err != nil {
+			t.Fatalf("the probe: %v", err)
+		}
+		synctest.Wait() // the close replays a, long before the queue's 10s round
+		if got := r.log(); !slices.Contains(got, "probe") || len(got) != 2 || !strings.HasPrefix(got[1], "a ") {
+			t.Fatalf("the backend served %v by 1.5s, want the probe, then a replayed", got)
+		}
+	})
 }

@@ -1,6 +1,6 @@
 // Package breakerhooks gives the engine what package circuitbreaker keeps
 // unexported: a breaker's slow-call threshold, read without copying its
-// configuration. It imports nothing of meshless, so that package
+// configuration, and a word when it closes. It imports nothing of meshless, so that package
 // circuitbreaker can set the hook (in its init) without an import cycle.
 package breakerhooks
 
@@ -10,3 +10,11 @@ import "time"
 // *circuitbreaker.Breaker (it follows Reconfigure), and whether b records
 // each call's events (an observer, which is told every call's duration).
 var SlowThreshold func(b any) (threshold time.Duration, observed bool)
+
+// OnClosed makes b, a *circuitbreaker.Breaker, call f each time it moves to
+// CLOSED (its probes passed, here or, in cluster mode, on another instance;
+// or a manual Reset), from the goroutine that moved it, with no lock held;
+// f must not block. It replaces the f set before. Nothing of it is on the
+// call path: a breaker that closes replays its key's dead letters without an
+// observer, which would hear every call.
+var OnClosed func(b any, f func())

@@ -279,21 +279,6 @@ func sortedGroups(cfg *config.Config) []string {
 	return gs
 }
 
-// watchCloses is an observer of the engine's breakers: when one closes (its
-// probes passed, here or, in cluster mode, on another instance), its key's
-// deferred calls are replayed at once.
-func (e *Engine) watchCloses(src resilience.Source) resilience.Recorder {
-	if src.Kind != resilience.KindCircuitBreaker {
-		return nil
-	}
-	key := src.Name
-	return resilience.RecorderFunc(func(_ context.Context, ev resilience.Event) {
-		if ev.Type == resilience.EventTransition && ev.To == circuitbreaker.StateClosed {
-			e.Kick(key)
-		}
-	})
-}
-
 // Kick replays key's deferred calls now; an empty key replays every key's.
 // A transport kicks every key when it gets the connection replays go
 // through.

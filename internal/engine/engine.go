@@ -100,10 +100,6 @@ func New(cfg *config.Config, t Transport, opts Options) (*Engine, error) {
 	}
 	e := &Engine{t: t, opts: opts, realTime: realTime(opts.Clock), system: opts.Clock == resilience.SystemClock(),
 		timed: opts.TimedAttempts}
-	if cfg != nil && e.replays() && hasDeadLetter(cfg) {
-		// A breaker that closes replays its key's deferred calls.
-		e.opts.Observer = resilience.Observers(opts.Observer, resilience.ObserverFunc(e.watchCloses))
-	}
 	st, err := e.newState(cfg, nil)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/internal/breakerhooks"
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/ratelimiter"
@@ -321,6 +322,11 @@ func (e *Engine) breakerOf(st *state, key string, cfg circuitbreaker.Config) *br
 	}
 	if e.cluster != nil {
 		e.cluster.Add(b)
+	}
+	if e.replays() {
+		// A breaker that closes replays its key's deferred calls: its
+		// queue's, if its configuration (now or after a reload) has one.
+		breakerhooks.OnClosed(b, func() { e.Kick(key) })
 	}
 	be := &breakerEntry{b: b, cfg: cfg, gate: wire(b, e.t)}
 	st.breakers[key] = be
