@@ -124,17 +124,15 @@ func (e *Engine) BindTarget(target string) {
 	cl.Start()
 }
 
-// closeCluster closes the engine's cluster and the Redis client it
-// dialled. Called with e.mu held.
+// closeCluster closes the engine's cluster; Close closes the Redis client
+// it dialled once the dead-letter queues are closed too. Called with e.mu
+// held.
 func (e *Engine) closeCluster() {
 	if e.bind != nil {
 		e.bind.closed = true
 	}
 	if e.cluster != nil {
 		e.cluster.Close() // first: it stops touching the breakers
-	}
-	if e.ownRedis != nil {
-		_ = e.ownRedis.Close()
 	}
 }
 

@@ -213,6 +213,12 @@ func (e *Engine) Close() {
 	}
 	e.mu.Unlock()
 	closeDeadLetters() // without the lock: a replay in flight may need it
+	if e.ownRedis != nil {
+		// Last: a Redis dead-letter store without a redis section of its
+		// own uses this client, and its queues give their leases back
+		// while they close.
+		_ = e.ownRedis.Close()
+	}
 }
 
 // Breaker returns the breaker of key, once a call has created it.
