@@ -147,7 +147,10 @@ func (c *Chain) Reload(cfg *Config) error {
 // WithRedisClient), each breaker's timer, and the observer gauges of its
 // breakers and bulkheads, so that an
 // Observer shared with other chains stops reporting this one. Calls still in
-// flight finish; the chain must not be used after Close.
+// flight finish; the chain must not be used after Close. A call that still
+// goes through its interceptors (a connection not closed yet) runs, but a
+// method first called then reports to no observer's gauges: nothing would
+// release them.
 func (c *Chain) Close() {
 	c.e.Close()
 	if c.monitor != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
@@ -15,6 +17,7 @@ import (
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/internal/redistest"
+	"github.com/meshless/meshless/otelmw"
 )
 
 // Close while a replay of the Redis dead-letter store is in flight, on
@@ -80,5 +83,50 @@ defaults:
 	if len(leases) != 0 {
 		ttl, _ := admin.PTTL(t.Context(), leases[0]).Result()
 		t.Fatalf("after Close the key's lease is still held (%v, for %v more): no other queue can replay it until then", leases, ttl)
+	}
+}
+
+// A call that still goes through a closed chain's interceptors (its
+// connection not closed yet, a reload's old chain) leaves no gauge in the
+// observer: a method first called after Close gets a breaker and a
+// bulkhead that nothing would ever close, so an observer shared with the
+// next chains would report them for the life of the process.
+func TestACallAfterCloseLeavesNoGaugeInTheObserver(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	obs, err := otelmw.New(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	addr, _ := serve(t, new(faultServer))
+	client, chain, _ := dial(t, addr, `defaults: { circuitBreaker: { keyBy: method }, bulkhead: { maxConcurrentCalls: 3 } }`,
+		grpcmw.WithObserver(obs))
+	if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+		chain.Close()
+		t.Fatal(err)
+	}
+	chain.Close()
+	if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}); err != nil { // its first call
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "meshless.circuit_breaker.state" && m.Name != "meshless.bulkhead.limit" {
+				continue
+			}
+			if d, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range d.DataPoints {
+					if dp.Value != 0 {
+						t.Errorf("%s %v = %d after Close", m.Name, dp.Attributes.ToSlice(), dp.Value)
+					}
+				}
+			}
+		}
 	}
 }

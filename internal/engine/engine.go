@@ -71,6 +71,7 @@ type Engine struct {
 	ownRedis redis.UniversalClient
 	dl       deadLetters
 	mu       sync.Mutex // serialises Reload, Close and a key's first call
+	closed   bool       // under mu: Close was called
 	state    atomic.Pointer[state]
 }
 
@@ -199,9 +200,12 @@ func (e *Engine) Reload(cfg *config.Config) error {
 
 // Close releases what the engine holds beyond its calls: its cluster (and
 // the Redis client it dialled), each breaker's timer, and the observer
-// gauges of its breakers and bulkheads. Calls in flight finish.
+// gauges of its breakers and bulkheads. Calls in flight finish; a key's
+// first call after Close gets a breaker and a bulkhead without gauges
+// (see gauged).
 func (e *Engine) Close() {
 	e.mu.Lock()
+	e.closed = true
 	closeDeadLetters := e.detachDeadLetters()
 	e.closeCluster()
 	st := e.state.Load()

@@ -316,7 +316,7 @@ func (e *Engine) breakerOf(st *state, key string, cfg circuitbreaker.Config) *br
 		}
 		be.b.Close() // replaced: its gauges go
 	}
-	b, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg), circuitbreaker.WithClock(e.opts.Clock), circuitbreaker.WithObserver(e.opts.Observer))
+	b, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg), circuitbreaker.WithClock(e.opts.Clock), circuitbreaker.WithObserver(e.gauged()))
 	if err != nil {
 		return nil // cannot happen: the configuration was validated
 	}
@@ -333,6 +333,18 @@ func (e *Engine) breakerOf(st *state, key string, cfg circuitbreaker.Config) *br
 	return be
 }
 
+// gauged is the observer of a new breaker or bulkhead, whose gauges the
+// observer keeps until the policy is closed: none once the engine is
+// closed, since nothing would close a policy made after Close (a call
+// that still goes through a closed chain's interceptors). Called with e.mu
+// held.
+func (e *Engine) gauged() resilience.Observer {
+	if e.closed {
+		return nil
+	}
+	return e.opts.Observer
+}
+
 func (e *Engine) bulkheadOf(st *state, key string, cfg bulkhead.Config) *bulkheadEntry {
 	if be, ok := st.bulkheads[key]; ok {
 		if be.cfg == cfg {
@@ -340,7 +352,7 @@ func (e *Engine) bulkheadOf(st *state, key string, cfg bulkhead.Config) *bulkhea
 		}
 		be.b.Close() // replaced: its gauges go
 	}
-	b, err := bulkhead.New(bulkhead.WithConfig(cfg), bulkhead.WithClock(e.opts.Clock), bulkhead.WithObserver(e.opts.Observer))
+	b, err := bulkhead.New(bulkhead.WithConfig(cfg), bulkhead.WithClock(e.opts.Clock), bulkhead.WithObserver(e.gauged()))
 	if err != nil {
 		return nil // cannot happen: the configuration was validated
 	}
