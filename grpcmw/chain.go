@@ -22,6 +22,13 @@ import (
 // its configuration resolves to, run in the fixed order of doc.go. Build it
 // with [New] and install its interceptors on the client's connection. A
 // Chain is safe for concurrent use.
+//
+// Close a Chain when done with it ([Chain.Close]; a reload that builds a
+// new chain closes the old one once its connection is closed): a chain
+// that is dropped unclosed keeps its cluster's goroutines and Redis
+// connections, its dead-letter queues' goroutines and store, and its
+// outlier monitor, one of outlier.MaxMonitors, for the life of the
+// process; past that many, New fails.
 type Chain struct {
 	opts    options
 	t       *transport
