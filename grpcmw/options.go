@@ -39,7 +39,8 @@ func WithObserver(obs resilience.Observer) Option {
 	return optionFunc(func(o *options) { o.observer = obs })
 }
 
-// WithClock sets the clock of the breakers, bulkheads and retry backoffs.
+// WithClock sets the clock of the breakers, bulkheads, adaptive throttlers,
+// retry backoffs and hedging delays.
 // Default [resilience.SystemClock]: a gRPC call takes tens of microseconds,
 // so reading time.Now a few times per call costs little, while
 // [resilience.CoarseClock] keeps a ticker goroutine waking every millisecond

@@ -34,7 +34,8 @@ func WithObserver(obs resilience.Observer) Option {
 	return optionFunc(func(o *options) { o.observer = obs })
 }
 
-// WithClock sets the clock of the breakers, bulkheads and retry backoffs.
+// WithClock sets the clock of the breakers, bulkheads, adaptive throttlers,
+// retry backoffs and hedging delays.
 // Default [resilience.SystemClock].
 func WithClock(clk resilience.Clock) Option { return optionFunc(func(o *options) { o.clock = clk }) }
 
