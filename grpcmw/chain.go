@@ -128,8 +128,9 @@ func splitMethod(full string) (svc, name string, ok bool) {
 // did not change is kept, with its state and counts, and takes its new
 // thresholds at once (calls already running report to it too); a bulkhead
 // whose settings did not change is kept; retry throttling keeps its tokens
-// when its settings did not change. Policies of keys the new configuration no
-// longer uses stay in memory until the chain is dropped. The cluster section
+// when its settings did not change. A breaker or bulkhead whose key the new
+// configuration no longer uses (keyBy changed, the section switched off) is
+// closed: its gauges go, and calls still running end on it. The cluster section
 // cannot change (an error: build a new chain); breakers kept stay in the
 // cluster, new ones join it, replaced ones leave it. An invalid cfg is
 // refused and the old one stays.

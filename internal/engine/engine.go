@@ -133,7 +133,7 @@ func (e *Engine) newState(cfg *config.Config, old *state) (*state, error) {
 			st.throttle = old.throttle // unchanged settings: keep the tokens across reloads
 		}
 		for k, be := range old.breakers {
-			st.breakers[k] = &breakerEntry{b: be.b, cfg: be.cfg, gate: be.gate, kept: true}
+			st.breakers[k] = &breakerEntry{b: be.b, cfg: be.cfg, gate: be.gate, kept: true, by: be.by}
 		}
 		for k, be := range old.bulkheads {
 			st.bulkheads[k] = be
@@ -194,8 +194,35 @@ func (e *Engine) Reload(cfg *config.Config) error {
 	if !e.opts.ServerSide && !config.SameCluster(old.cfg, st.cfg) {
 		return ErrClusterReload
 	}
+	e.dropUnused(st)
 	e.state.Store(st)
 	return nil
+}
+
+// dropUnused closes the breakers and bulkheads a reload carried over into
+// st whose key st's configuration no longer gives the method that built
+// them (keyBy changed, the section switched off, the level removed):
+// nothing would build them again, and their gauges would report them — an
+// open breaker OPEN on the dashboard, its alert firing — until Close. The
+// method that built one decides for every method of its key: under keyBy:
+// service a method may not switch the service's breaker or bulkhead off,
+// nor change its key. Calls in flight end on them. Called with e.mu held.
+func (e *Engine) dropUnused(st *state) {
+	for k, be := range st.breakers {
+		if s := st.cfg.Resolve(e.opts.Scope, be.by.group, be.by.name); s.Breaker == nil || s.Key != k {
+			if e.cluster != nil {
+				e.cluster.Remove(be.b)
+			}
+			be.b.Close()
+			delete(st.breakers, k)
+		}
+	}
+	for k, be := range st.bulkheads {
+		if s := st.cfg.Resolve(e.opts.Scope, be.by.group, be.by.name); s.Bulkhead == nil || s.Key != k {
+			be.b.Close()
+			delete(st.bulkheads, k)
+		}
+	}
 }
 
 // Close releases what the engine holds beyond its calls: its cluster (and

@@ -111,13 +111,21 @@ type breakerEntry struct {
 	cfg  circuitbreaker.Config // the configuration it was built from
 	gate resilience.Gate
 	kept bool // carried over by Reload
+	by   method
 }
 
 type bulkheadEntry struct {
 	b    *bulkhead.Bulkhead
 	cfg  bulkhead.Config
 	gate resilience.Gate
+	by   method
 }
+
+// method names the method whose first call built a policy of a key: a
+// configuration that resolves it to another key, or to none, uses the key
+// no more (a method may not switch a service's breaker or bulkhead off, or
+// change its keyBy, alone: see dropUnused).
+type method struct{ group, name string }
 
 type throttlerEntry struct {
 	cfg     throttler.Config
@@ -144,7 +152,7 @@ func (e *Engine) build(st *state, group, name string) *Method {
 	var g gates
 	throttleSlot := time.Duration(-1) // no throttler
 	if s.Breaker != nil && !o.ServerSide {
-		if be := e.breakerOf(st, s.Key, *s.Breaker); be != nil {
+		if be := e.breakerOf(st, s.Key, *s.Breaker, method{group, name}); be != nil {
 			m.breaker, g.breaker = be.b, be.gate
 		}
 	}
@@ -159,7 +167,7 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		}
 	}
 	if s.Bulkhead != nil {
-		if be := e.bulkheadOf(st, s.Key, *s.Bulkhead); be != nil {
+		if be := e.bulkheadOf(st, s.Key, *s.Bulkhead, method{group, name}); be != nil {
 			m.bulkhead, g.bulkhead = be.b, be.gate
 		}
 	}
@@ -298,7 +306,7 @@ func (m *Method) isNonFatal(err error) bool {
 	return m.nonFatal.match(err)
 }
 
-func (e *Engine) breakerOf(st *state, key string, cfg circuitbreaker.Config) *breakerEntry {
+func (e *Engine) breakerOf(st *state, key string, cfg circuitbreaker.Config, by method) *breakerEntry {
 	if be, ok := st.breakers[key]; ok {
 		if be.cfg == cfg {
 			return be
@@ -328,7 +336,7 @@ func (e *Engine) breakerOf(st *state, key string, cfg circuitbreaker.Config) *br
 		// queue's, if its configuration (now or after a reload) has one.
 		breakerhooks.OnClosed(b, func() { e.Kick(key) })
 	}
-	be := &breakerEntry{b: b, cfg: cfg, gate: wire(b, e.t)}
+	be := &breakerEntry{b: b, cfg: cfg, gate: wire(b, e.t), by: by}
 	st.breakers[key] = be
 	return be
 }
@@ -345,7 +353,7 @@ func (e *Engine) gauged() resilience.Observer {
 	return e.opts.Observer
 }
 
-func (e *Engine) bulkheadOf(st *state, key string, cfg bulkhead.Config) *bulkheadEntry {
+func (e *Engine) bulkheadOf(st *state, key string, cfg bulkhead.Config, by method) *bulkheadEntry {
 	if be, ok := st.bulkheads[key]; ok {
 		if be.cfg == cfg {
 			return be
@@ -356,7 +364,7 @@ func (e *Engine) bulkheadOf(st *state, key string, cfg bulkhead.Config) *bulkhea
 	if err != nil {
 		return nil // cannot happen: the configuration was validated
 	}
-	be := &bulkheadEntry{b: b, cfg: cfg, gate: wire(b, e.t)}
+	be := &bulkheadEntry{b: b, cfg: cfg, gate: wire(b, e.t), by: by}
 	st.bulkheads[key] = be
 	return be
 }
