@@ -104,8 +104,15 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 	req, reqSet := s.req, s.reqSet
 	s.mu.Unlock()
 
-	winner := 0
+	winner, returned := 0, false
 	defer func() {
+		if !returned {
+			// The hedge panicked (it goes on up): the stream is over, and
+			// a RecvMsg after it must not read as a clean end.
+			s.mu.Lock()
+			s.commitErr = status.Error(codes.Internal, "grpcmw: the hedged stream's copies panicked")
+			s.mu.Unlock()
+		}
 		// Copies that got a response but lost (or every copy, on a panic):
 		// cancel their streams and give their permits back.
 		for i := range s.copies {
@@ -119,7 +126,7 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 	n, err := s.call.Hedge(s.ctx, func(ctx context.Context, n int) error {
 		return s.copy(ctx, n, req, reqSet, mt)
 	})
-	winner = n
+	winner, returned = n, true
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n > 0 && err == nil && s.copies[n-1].live && !s.done {

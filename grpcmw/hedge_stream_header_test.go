@@ -2,16 +2,20 @@ package grpcmw_test
 
 import (
 	"context"
+	"net"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/memnet"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -157,6 +161,58 @@ func TestAHedgedStreamWhoseHeaderFailsEndsTheCall(t *testing.T) {
 		synctest.Wait()
 		if n := ended.Load(); n != 1 {
 			t.Errorf("%d call events, want 1", n)
+		}
+	})
+}
+
+// A panic below meshless while a hedged stream runs its copies (here, the
+// first copy's stream interceptor) goes on up through the caller's RecvMsg;
+// a caller that recovers and receives again is told the stream failed
+// (INTERNAL), not that it ended OK (io.EOF, as it was).
+func TestAHedgedStreamWhoseHedgePanickedIsNoCleanEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &streamScript{delays: []time.Duration{0}, count: 1}
+		f := new(faultServer)
+		f.setStream(s.handler)
+		boom := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			panic("below meshless")
+		}
+		lis := memnet.Listen()
+		srv := grpc.NewServer()
+		testgrpc.RegisterTestServiceServer(srv, f)
+		go func() { _ = srv.Serve(lis) }()
+		defer srv.Stop()
+		cfg, err := grpcmw.ParseConfig([]byte(hedgeConfig))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain, err := grpcmw.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer chain.Close()
+		conn, err := grpc.NewClient("passthrough:///mem", append(chain.DialOptions(),
+			grpc.WithChainStreamInterceptor(boom),
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		st, err := testgrpc.NewTestServiceClient(conn).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := func() (r any) {
+			defer func() { r = recover() }()
+			_, _ = st.Recv()
+			return nil
+		}()
+		if r != "below meshless" {
+			t.Fatalf("recovered %v, want the panic unchanged", r)
+		}
+		if _, err := st.Recv(); status.Code(err) != codes.Internal {
+			t.Errorf("Recv after the panic = %v, want INTERNAL (not a clean end)", err)
 		}
 	})
 }
