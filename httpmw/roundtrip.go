@@ -59,9 +59,25 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		n = 1
 	default:
 		cl.hedged, cl.multi = m.Hedges(), m.Hedges() || m.Retries()
-		n, err = m.Run(cl, cl)
+		n, err = cl.run()
 	}
 	return cl.finish(n, err)
+}
+
+// run runs the call's attempts. A panic that goes on up from one (a
+// RoundTripper's below the chain) does so once every attempt has returned:
+// the answers the others hold are none of the call's, and each holds its
+// connection, so they are released first.
+func (cl *call) run() (n int, err error) {
+	ran := false
+	defer func() {
+		if !ran {
+			cl.release()
+		}
+	}()
+	n, err = cl.m.Run(cl, cl)
+	ran = true
+	return n, err
 }
 
 // idempotent reports whether req may be sent more than once: its method is
@@ -394,6 +410,16 @@ func (cl *call) finish(n int, err error) (*http.Response, error) {
 		win.resp.Body = withCancel(win.resp.Body, win.cancel)
 	}
 	return win.resp, nil
+}
+
+// release releases every answer the call holds, when it returns none.
+func (cl *call) release() {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for i := range cl.held {
+		cl.held[i].release()
+	}
+	cl.last.release()
 }
 
 // notRetried says, in a call's error, why a call that could have been
