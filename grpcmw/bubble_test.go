@@ -13,17 +13,17 @@ import (
 	"github.com/meshless/meshless/internal/memnet"
 )
 
-// inBubble serves f over memnet and dials it through a chain built from
+// inBubble serves f (a faultServer, or any TestService) over memnet and dials it through a chain built from
 // yamlConfig, for tests that run inside a testing/synctest bubble (loopback
 // TCP does not work there; memnet does). The returned stop closes the
 // connection and the server; call it before the bubble's function returns.
-func inBubble(t *testing.T, f *faultServer, yamlConfig string, srvOpts ...grpc.ServerOption) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
+func inBubble(t *testing.T, f testgrpc.TestServiceServer, yamlConfig string, srvOpts ...grpc.ServerOption) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
 	t.Helper()
 	return inBubbleWith(t, f, yamlConfig, nil, srvOpts...)
 }
 
 // inBubbleWith is inBubble with chain options.
-func inBubbleWith(t *testing.T, f *faultServer, yamlConfig string, chainOpts []grpcmw.Option, srvOpts ...grpc.ServerOption) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
+func inBubbleWith(t *testing.T, f testgrpc.TestServiceServer, yamlConfig string, chainOpts []grpcmw.Option, srvOpts ...grpc.ServerOption) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
 	t.Helper()
 	lis := memnet.Listen()
 	srv := grpc.NewServer(srvOpts...)

@@ -35,3 +35,7 @@ func StreamLockHeld(cs grpc.ClientStream) bool {
 // UnlockStream releases a lock left held, so that a failing test does not
 // leak the goroutines waiting for it.
 func UnlockStream(cs grpc.ClientStream) { cs.(*clientStream).mu.Unlock() }
+
+// FinishStream ends a stream as its context's watcher does when the
+// context ends.
+func FinishStream(cs grpc.ClientStream, err error) { cs.(*clientStream).finish(err) }

@@ -223,11 +223,11 @@ func (s *streamState) finishLocked(err, aerr error) {
 		return
 	}
 	s.done = true
-	s.settleLocked(err)
 	if aerr == io.EOF {
 		aerr = nil
 	}
-	if !s.waiting { // a waiting RecvMsg ends the retry itself
+	if !s.waiting { // a waiting RecvMsg settled its attempt, and ends the retry itself
+		s.settleLocked(err)
 		s.call.Done(aerr)
 	}
 	s.endLocked(aerr)
