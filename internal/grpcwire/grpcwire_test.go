@@ -5,8 +5,10 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshless/meshless/internal/grpcwire"
 	"github.com/meshless/meshless/resilience"
@@ -48,4 +50,42 @@ func TestStatusReadsBack(t *testing.T) {
 	if st := grpcwire.Status(resilience.KindRetry, "x", nil); st.Code() != codes.Unavailable || len(st.Details()) != 0 {
 		t.Errorf("a kind without a reason: %v", st)
 	}
+}
+
+// FuzzRelayed: whatever status comes back, reading it never panics; a kind
+// read is one whose code the status has and whose reason an ErrorInfo of
+// meshless's domain names; a rejection put on the wire reads back as its
+// kind.
+func FuzzRelayed(f *testing.F) {
+	for _, k := range []resilience.Kind{resilience.KindCircuitBreaker, resilience.KindBulkhead, resilience.KindRateLimiter, resilience.KindThrottler, resilience.KindDeadLetter} {
+		b, err := proto.Marshal(grpcwire.Status(k, "refused", map[string]string{"name": "x"}).Proto())
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint8(k))
+	}
+	f.Add([]byte{}, uint8(0))
+	f.Add([]byte{0x08, 0x0e, 0x1a, 0x02, 0x0a, 0x00}, uint8(63))
+	f.Fuzz(func(t *testing.T, b []byte, kind uint8) {
+		var p spb.Status
+		if proto.Unmarshal(b, &p) == nil {
+			st := status.FromProto(&p)
+			if k, ok := grpcwire.Relayed(st); ok {
+				named := false
+				for _, d := range st.Details() {
+					if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == grpcwire.ErrorDomain && info.GetReason() == k.Reason() {
+						named = true
+					}
+				}
+				if k.Reason() == "" || uint32(st.Code()) != k.GRPCCode() || !named {
+					t.Fatalf("Relayed(%v) = %v", st.Proto(), k)
+				}
+			}
+		}
+		k := resilience.Kind(kind % 64)
+		st := grpcwire.Status(k, string(b), map[string]string{string(b): string(b)})
+		if got, ok := grpcwire.Relayed(st); k.Reason() != "" && (!ok || got != k) || k.Reason() == "" && ok {
+			t.Fatalf("a rejection of %v reads back as %v, %v", k, got, ok)
+		}
+	})
 }
