@@ -157,6 +157,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{name: "interval", opt: clusterConf(func(c *cluster.Config) { c.SyncInterval = 0 }), want: "syncInterval: must be in [10ms, 1h0m0s], got 0s"},
 		{name: "decideOn", opt: decideOn(9), want: "decideOn: must be local, cluster or either"},
 		{name: "instance", opt: cluster.WithInstanceID("a b"), want: "instanceID: must be 1 to 64 bytes without spaces"},
+		{name: "instance, a non-ASCII space", opt: cluster.WithInstanceID("a\u00a0b"), want: "instanceID: must be 1 to 64 bytes without spaces"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := cluster.New(nil, tt.opt)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/meshless/meshless/internal/opterr"
 	"github.com/meshless/meshless/resilience"
@@ -171,7 +172,10 @@ func (o *options) validate() error {
 	if o.clock == nil {
 		errs.Add("clock", nil, "must not be nil")
 	}
-	if o.instance == "" || strings.ContainsAny(o.instance, " \t\r\n") || len(o.instance) > 64 {
+	// Any white space, not only ASCII's: the records split their fields on
+	// it (strings.Fields), and an ID with one would make every open this
+	// instance writes read as garbage.
+	if o.instance == "" || strings.IndexFunc(o.instance, unicode.IsSpace) >= 0 || len(o.instance) > 64 {
 		errs.Add("instanceID", o.instance, "must be 1 to 64 bytes without spaces")
 	}
 	return errs.Err()
