@@ -1,6 +1,9 @@
 package grpcwire
 
 import (
+	"strings"
+	"unicode/utf8"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -13,15 +16,35 @@ const ErrorDomain = "meshless.dev"
 
 // Status returns the status of a local rejection of kind k: k's gRPC code,
 // msg, and an ErrorInfo with k's reason and md.
+//
+// Invalid UTF-8 in msg or md (a policy's name, a dead-letter key) is
+// replaced with U+FFFD: proto3 strings must be UTF-8, and a status that does
+// not marshal goes out without its ErrorInfo, a rejection no longer
+// meshless's one hop up.
 func Status(k resilience.Kind, msg string, md map[string]string) *status.Status {
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
 	if k.Reason() == "" {
 		return status.New(codes.Unavailable, msg)
 	}
 	st := status.New(codes.Code(k.GRPCCode()), msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: k.Reason(), Domain: ErrorDomain, Metadata: md}); err == nil {
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: k.Reason(), Domain: ErrorDomain, Metadata: validUTF8(md)}); err == nil {
 		return d
 	}
 	return st
+}
+
+// validUTF8 returns md, or a copy of it with invalid UTF-8 replaced.
+func validUTF8(md map[string]string) map[string]string {
+	for k, v := range md {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			out := make(map[string]string, len(md))
+			for k, v := range md {
+				out[strings.ToValidUTF8(k, "\uFFFD")] = strings.ToValidUTF8(v, "\uFFFD")
+			}
+			return out
+		}
+	}
+	return md
 }
 
 // Relayed returns the kind of meshless rejection st carries: an ErrorInfo
