@@ -25,6 +25,18 @@ func inBubble(t *testing.T, f testgrpc.TestServiceServer, yamlConfig string, srv
 // inBubbleWith is inBubble with chain options.
 func inBubbleWith(t *testing.T, f testgrpc.TestServiceServer, yamlConfig string, chainOpts []grpcmw.Option, srvOpts ...grpc.ServerOption) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
 	t.Helper()
+	return inBubbleOf(t, f, yamlConfig, chainOpts, nil, srvOpts...)
+}
+
+// inBubbleDial is inBubble with dial options after the chain's (an
+// interceptor below meshless's).
+func inBubbleDial(t *testing.T, f testgrpc.TestServiceServer, yamlConfig string, dialOpts ...grpc.DialOption) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
+	t.Helper()
+	return inBubbleOf(t, f, yamlConfig, nil, dialOpts)
+}
+
+func inBubbleOf(t *testing.T, f testgrpc.TestServiceServer, yamlConfig string, chainOpts []grpcmw.Option, dialOpts []grpc.DialOption, srvOpts ...grpc.ServerOption) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
+	t.Helper()
 	lis := memnet.Listen()
 	srv := grpc.NewServer(srvOpts...)
 	testgrpc.RegisterTestServiceServer(srv, f)
@@ -38,7 +50,7 @@ func inBubbleWith(t *testing.T, f testgrpc.TestServiceServer, yamlConfig string,
 		t.Fatal(err)
 	}
 	conn, err := grpc.NewClient("passthrough:///mem",
-		append(chain.DialOptions(),
+		append(append(chain.DialOptions(), dialOpts...),
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {

@@ -2,7 +2,6 @@ package grpcmw_test
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -10,14 +9,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-
-	"github.com/meshless/meshless/grpcmw"
-	"github.com/meshless/meshless/internal/memnet"
 )
 
 // The caller's context ends after copy 1 got its first response but before
@@ -29,8 +24,6 @@ import (
 func TestAHedgedStreamCancelledWhileItsHedgeEndsReadsNoCancelledCopy(t *testing.T) {
 	for _, withOpts := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
-			lis := memnet.Listen()
-			srv := grpc.NewServer()
 			f := new(faultServer)
 			f.setStream(func(_ *testgrpc.StreamingOutputCallRequest, ss testgrpc.TestService_StreamingOutputCallServer) error {
 				_ = ss.SendHeader(metadata.Pairs("copy", "1"))
@@ -39,18 +32,6 @@ func TestAHedgedStreamCancelledWhileItsHedgeEndsReadsNoCancelledCopy(t *testing.
 				<-ss.Context().Done()
 				return ss.Context().Err()
 			})
-			testgrpc.RegisterTestServiceServer(srv, f)
-			go func() { _ = srv.Serve(lis) }()
-			defer srv.Stop()
-			cfg, err := grpcmw.ParseConfig([]byte(hedgeConfig))
-			if err != nil {
-				t.Fatal(err)
-			}
-			chain, err := grpcmw.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer chain.Close()
 			var opened atomic.Int32
 			slowCopy2 := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 				if opened.Add(1) == 2 {
@@ -59,15 +40,8 @@ func TestAHedgedStreamCancelledWhileItsHedgeEndsReadsNoCancelledCopy(t *testing.
 				}
 				return streamer(ctx, desc, cc, method, opts...)
 			}
-			conn, err := grpc.NewClient("passthrough:///mem",
-				append(chain.DialOptions(),
-					grpc.WithChainStreamInterceptor(slowCopy2),
-					grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-					grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			client, _, stop := inBubbleDial(t, f, hedgeConfig, grpc.WithChainStreamInterceptor(slowCopy2))
+			defer stop()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var hdr, tr metadata.MD
@@ -76,7 +50,7 @@ func TestAHedgedStreamCancelledWhileItsHedgeEndsReadsNoCancelledCopy(t *testing.
 			if withOpts {
 				opts = []grpc.CallOption{grpc.Header(&hdr), grpc.Trailer(&tr), grpc.Peer(&p)}
 			}
-			st, err := testgrpc.NewTestServiceClient(conn).StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{}, opts...)
+			st, err := client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{}, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package grpcmw_test
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -10,12 +9,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/grpcmw"
-	"github.com/meshless/meshless/internal/memnet"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -177,29 +174,9 @@ func TestAHedgedStreamWhoseHedgePanickedIsNoCleanEnd(t *testing.T) {
 		boom := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 			panic("below meshless")
 		}
-		lis := memnet.Listen()
-		srv := grpc.NewServer()
-		testgrpc.RegisterTestServiceServer(srv, f)
-		go func() { _ = srv.Serve(lis) }()
-		defer srv.Stop()
-		cfg, err := grpcmw.ParseConfig([]byte(hedgeConfig))
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain, err := grpcmw.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer chain.Close()
-		conn, err := grpc.NewClient("passthrough:///mem", append(chain.DialOptions(),
-			grpc.WithChainStreamInterceptor(boom),
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		st, err := testgrpc.NewTestServiceClient(conn).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
+		client, _, stop := inBubbleDial(t, f, hedgeConfig, grpc.WithChainStreamInterceptor(boom))
+		defer stop()
+		st, err := client.StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
