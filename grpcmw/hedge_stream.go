@@ -86,7 +86,11 @@ func newHedgedStream(ctx context.Context, m *engine.Method, timed bool, desc *gr
 	s := &hedgedState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts, timed: timed}
 	s.call = m.Begin(ctx, true)
 	s.ctx, s.cancel = context.WithCancel(s.call.Context())
+	// On an ended context the watch runs at once, on its own goroutine:
+	// finish takes s.mu, so it waits until stopWatch is set.
+	s.mu.Lock()
 	s.stopWatch = context.AfterFunc(s.ctx, func() { s.finish(s.ctx.Err()) })
+	s.mu.Unlock()
 	hs := &hedgedStream{s}
 	runtime.AddCleanup(hs, func(s *hedgedState) { s.finish(context.Canceled) }, s)
 	return hs

@@ -70,3 +70,33 @@ func TestAHedgedStreamCancelledWhileItsHedgeEndsReadsNoCancelledCopy(t *testing.
 		})
 	}
 }
+
+// A hedged stream opened on a context that has already ended: the watch
+// that ends the stream runs at once, on its own goroutine, and must not
+// read the stream's state before it is set (it read the unset stop func:
+// a data race under -race, and a nil-pointer panic that crashed the
+// process when the watch won). The caller gets the context's status.
+func TestAHedgedStreamOpenedOnAnEndedContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := new(faultServer)
+		s := &streamScript{delays: []time.Duration{0}, count: 1}
+		f.setStream(s.handler)
+		client, chain, stop := inBubble(t, f, hedgeConfig)
+		defer stop()
+		for range 50 {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			st, err := client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+			if err == nil {
+				err = st.RecvMsg(new(testgrpc.StreamingOutputCallResponse))
+			}
+			if status.Code(err) != codes.Canceled {
+				t.Fatalf("got %v, want CANCELLED", err)
+			}
+		}
+		synctest.Wait()
+		if bh, _ := chain.Bulkhead(testService); bh.Active() != 0 {
+			t.Fatalf("%d bulkhead permits held", bh.Active())
+		}
+	})
+}
