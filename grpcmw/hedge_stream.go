@@ -56,7 +56,9 @@ type hedgedState struct {
 	reqSet    bool
 	closeSent bool
 	started   bool
-	commitErr error // the hedge's error when no copy was committed
+	decided   bool      // the hedge that started has returned: win or commitErr is set
+	over      sync.Cond // on mu: decided was set
+	commitErr error     // the hedge's error when no copy was committed
 	copies    [retry.MaxHedgedAttempts]hedgedCopy
 	win       *hedgedCopy // the committed copy
 	answer    *hedgedCopy // the copy whose end answered the call when none was committed
@@ -84,6 +86,7 @@ type hedgedCopy struct {
 
 func newHedgedStream(ctx context.Context, m *engine.Method, timed bool, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) grpc.ClientStream {
 	s := &hedgedState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts, timed: timed}
+	s.over.L = &s.mu
 	s.call = m.Begin(ctx, true)
 	s.ctx, s.cancel = context.WithCancel(s.call.Context())
 	// On an ended context the watch runs at once, on its own goroutine:
@@ -97,10 +100,14 @@ func newHedgedStream(ctx context.Context, m *engine.Method, timed bool, desc *gr
 }
 
 // start runs the hedge once; mt is the response type, nil to commit at the
-// header.
+// header. A Header and a RecvMsg on two goroutines (gRPC allows it) both
+// start it: the second waits for the first's decision.
 func (s *hedgedState) start(mt protoreflect.MessageType) error {
 	s.mu.Lock()
 	if s.started {
+		for !s.decided {
+			s.over.Wait()
+		}
 		s.mu.Unlock()
 		return s.commitErr
 	}
@@ -115,6 +122,7 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 			// a RecvMsg after it must not read as a clean end.
 			s.mu.Lock()
 			s.commitErr = status.Error(codes.Internal, "grpcmw: the hedged stream's copies panicked")
+			s.decide()
 			s.mu.Unlock()
 		}
 		// Copies that got a response but lost (or every copy, on a panic):
@@ -133,6 +141,7 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 	winner, returned = n, true
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.decide()
 	if n > 0 && err == nil && s.copies[n-1].live && !s.done {
 		s.win, s.first = &s.copies[n-1], mt != nil
 		return nil
@@ -149,6 +158,13 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 	}
 	s.commitErr = contextStatus(engine.WithoutPushback(err))
 	return s.commitErr
+}
+
+// decide records that the hedge has returned, its win or commitErr set,
+// and wakes a start waiting for it. Called with s.mu held.
+func (s *hedgedState) decide() {
+	s.decided = true
+	s.over.Broadcast()
 }
 
 // contextStatus returns err, a context's own error (the caller's cancel
