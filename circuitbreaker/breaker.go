@@ -33,6 +33,9 @@ type Breaker struct {
 	rec  resilience.Recorder
 	cur  atomic.Pointer[period] // the current state and its data
 	mu   sync.Mutex             // serialises transitions and window updates
+	// closed: Close was called (under mu). A half-open period arms no
+	// maximum wait then, so that the timers stop once the calls do.
+	closed bool
 
 	coord    atomic.Pointer[coord.Coordination] // cluster mode (cluster.go); nil alone
 	onClosed atomic.Pointer[func()]             // breakerhooks.OnClosed; nil: none
@@ -146,10 +149,13 @@ func (b *Breaker) Reconfigure(opts ...Option) error {
 
 // Close ends the breaker's life: it stops the timer of its current state and
 // releases its observer's gauges ([resilience.Releaser]). Calls still in
-// flight may report; a closed breaker must not admit new ones. Close is for
-// owners that replace breakers (grpcmw's Reload and Close).
+// flight may report; a closed breaker must not admit new ones. What they
+// report may still open it, and its open wait half-open it, but it arms no
+// maxWaitDurationInHalfOpenState: it stays HALF_OPEN. Close is for owners
+// that replace breakers (grpcmw's Reload and Close).
 func (b *Breaker) Close() {
 	b.mu.Lock()
+	b.closed = true
 	if p := b.cur.Load(); p.timer != nil {
 		p.timer.Stop()
 	}
@@ -391,7 +397,9 @@ func (b *Breaker) newPeriodWaitLocked(s State, reopens int, wait time.Duration) 
 			p.permits, p.leased = 0, true // handed out by GrantProbes
 		}
 		p.reject = &OpenError{Name: c.Name, State: s}
-		if c.MaxWaitDurationInHalfOpenState > 0 {
+		// A closed breaker's would open it again, which half-opens it
+		// again, and so on for ever: its timers would never stop.
+		if c.MaxWaitDurationInHalfOpenState > 0 && !b.closed {
 			p.timer = c.clock.AfterFunc(c.MaxWaitDurationInHalfOpenState, func() { b.expire(p, StateOpen, ReasonHalfOpenTimeout, p.reopens+1) })
 		}
 	case StateForcedOpen:
