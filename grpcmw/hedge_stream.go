@@ -62,6 +62,7 @@ type hedgedState struct {
 	copies    [retry.MaxHedgedAttempts]hedgedCopy
 	win       *hedgedCopy // the committed copy
 	answer    *hedgedCopy // the copy whose end answered the call when none was committed
+	given     bool        // answer's results were given to the caller's options
 	first     bool        // win.first still has to reach the caller
 	done      bool
 }
@@ -314,6 +315,22 @@ func (s *hedgedState) finish(err error) {
 	s.req = nil
 }
 
+// giveAnswer gives the results of the copy whose end answered the call,
+// if one did (its stream ended in the hedge), to the caller's options,
+// once: a Header and a RecvMsg on two goroutines both end such a stream.
+func (s *hedgedState) giveAnswer() {
+	s.mu.Lock()
+	a := s.answer
+	if s.given {
+		a = nil
+	}
+	s.given = true
+	s.mu.Unlock()
+	if a != nil {
+		s.giveResults(a)
+	}
+}
+
 // giveResults writes copy c's header, trailer and peer into the caller's
 // grpc.Header, grpc.Trailer and grpc.Peer options, as gRPC writes them when
 // an unhedged stream ends. Called once c's stream has ended in a RecvMsg
@@ -366,12 +383,7 @@ func (hs *hedgedStream) RecvMsg(msg any) error {
 		mt = pm.ProtoReflect().Type()
 	}
 	if err := s.start(mt); err != nil {
-		s.mu.Lock()
-		a := s.answer
-		s.mu.Unlock()
-		if a != nil { // its stream ended in the hedge
-			s.giveResults(a)
-		}
+		s.giveAnswer()
 		s.finish(err)
 		return err
 	}
@@ -407,12 +419,7 @@ func (hs *hedgedStream) Header() (metadata.MD, error) {
 	if err := s.start(nil); err != nil {
 		// As gRPC's Header: the stream is over, and its error is Recv's
 		// (gRPC returns none here).
-		s.mu.Lock()
-		a := s.answer
-		s.mu.Unlock()
-		if a != nil {
-			s.giveResults(a)
-		}
+		s.giveAnswer()
 		s.finish(err)
 		return nil, nil
 	}

@@ -8,8 +8,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 )
 
 // Header called while RecvMsg runs the hedge on another goroutine (as
@@ -72,4 +76,43 @@ func TestAHedgedStreamsHeaderAndRecvMsgOnTwoGoroutines(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A hedged stream whose one copy ended with a fatal code, the call's
+// answer, read by Header and RecvMsg on two goroutines: the answer's
+// header, trailer and peer are written into the caller's options once (both
+// wrote them, at once: a data race under -race).
+func TestAHedgedStreamsAnswerIsGivenOnceToHeaderAndRecvMsg(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := new(faultServer)
+		f.setStream(func(_ *testgrpc.StreamingOutputCallRequest, ss testgrpc.TestService_StreamingOutputCallServer) error {
+			ss.SetTrailer(metadata.Pairs("copy", "1"))
+			return status.Error(codes.InvalidArgument, "fatal")
+		})
+		client, _, stop := inBubble(t, f, hedgeConfig)
+		defer stop()
+		for range 20 {
+			var hdr, tr metadata.MD
+			var p peer.Peer
+			st, err := client.StreamingOutputCall(context.Background(), &testgrpc.StreamingOutputCallRequest{},
+				grpc.Header(&hdr), grpc.Trailer(&tr), grpc.Peer(&p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var herr error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, herr = st.Header()
+			}()
+			_, err = st.Recv()
+			<-done
+			if status.Code(err) != codes.InvalidArgument || herr != nil {
+				t.Fatalf("Recv() = %v, Header() = %v, want INVALID_ARGUMENT and no error", err, herr)
+			}
+			if fmt.Sprint(tr.Get("copy")) != "[1]" {
+				t.Errorf("trailer %v, want the answer's", tr)
+			}
+		}
+	})
 }
