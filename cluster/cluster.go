@@ -369,8 +369,13 @@ func (c *Cluster) switchHealth(err error) {
 	if l := c.o.listener; l != nil && (next == healthUp || prev == healthUp) {
 		l.Connected(next == healthUp)
 	}
+	// Under mu, as Add and Remove coordinate: a breaker removed meanwhile
+	// must not be handed the cluster's coordination after its Remove (it
+	// would lease its probes from a cluster that no longer knows it).
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	co := c.coordination()
-	for _, e := range c.list() {
+	for _, e := range c.entries {
 		coord.Of(e.b).Coordinate(co)
 	}
 }
