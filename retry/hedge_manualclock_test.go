@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/meshless/meshless/resilience/resiliencetest"
@@ -95,4 +96,46 @@ func TestHedgeFirstCopyAdvancesAManualClock(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run has not returned after 5s: copy 1's Advance runs the hedge's coordinator, which waits for copy 1")
 	}
+}
+
+// A pushback of zero sends the next copy at once, as a non-fatal failure
+// without one does, whatever the clock: a timer of zero on a manual clock
+// fires only when the test advances it, which a copy that waits for no
+// time gives it no reason to do.
+func TestHedgeZeroPushbackOnAManualClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := resiliencetest.NewClock(time.Unix(1_000_000, 0))
+		h := newHedge(t, retry.WithHedgeClock(clk), retry.WithHedgePushback(pushbackOf),
+			retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+				c.MaxAttempts = 2
+				c.HedgingDelay = time.Hour
+			})))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		type result struct {
+			w   int
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			w, err := h.Run(ctx, func(_ context.Context, n int) error {
+				if n == 1 {
+					return &pushbackErr{d: 0}
+				}
+				return nil
+			})
+			done <- result{w, err}
+		}()
+		synctest.Wait()
+		select {
+		case r := <-done:
+			if r.w != 2 || r.err != nil {
+				t.Fatalf("Run = %d, %v; want copy 2, nil", r.w, r.err)
+			}
+		default:
+			cancel()
+			r := <-done
+			t.Fatalf("Run waited for the clock to move after a pushback of 0 (then: %d, %v)", r.w, r.err)
+		}
+	})
 }
