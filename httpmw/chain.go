@@ -1,6 +1,7 @@
 package httpmw
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -40,6 +41,11 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 	}
 	if o.maxRoutes < 1 {
 		return nil, fmt.Errorf("httpmw: WithMaxRoutes: must be at least 1, got %d", o.maxRoutes)
+	}
+	if o.clock == nil {
+		// The engine would take the system clock, but the chain reads
+		// Retry-After's dates on its own: refused, as every policy does.
+		return nil, errors.New("httpmw: WithClock: must not be nil")
 	}
 	if cfg == nil {
 		cfg = new(Config)

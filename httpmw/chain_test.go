@@ -91,3 +91,32 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatal("a missing file loaded")
 	}
 }
+
+// A nil clock is refused by New, as every policy's WithClock refuses it:
+// taken, it crashed the first response that carried a Retry-After, whose
+// date the chain reads on its clock.
+func TestNewRefusesANilClock(t *testing.T) {
+	chain, err := httpmw.New(nil, httpmw.WithClock(nil))
+	if err == nil {
+		defer chain.Close()
+		rt := rtFunc(func(r *http.Request) (*http.Response, error) {
+			h := http.Header{"Retry-After": {"1"}}
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: h, Body: http.NoBody, Request: r}, nil
+		})
+		req, _ := http.NewRequest(http.MethodGet, "http://api.example/x", nil)
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("WithClock(nil) accepted, and a 503 with Retry-After panicked: %v", p)
+				}
+			}()
+			if resp, err := chain.RoundTripper(rt).RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		t.Fatal("WithClock(nil) accepted")
+	}
+	if !strings.Contains(err.Error(), "WithClock") {
+		t.Errorf("error %q does not name WithClock", err)
+	}
+}

@@ -35,7 +35,7 @@ func WithObserver(obs resilience.Observer) Option {
 }
 
 // WithClock sets the clock of the breakers, bulkheads, adaptive throttlers,
-// retry backoffs and hedging delays.
+// retry backoffs and hedging delays; nil is an error from [New].
 // Default [resilience.SystemClock].
 func WithClock(clk resilience.Clock) Option { return optionFunc(func(o *options) { o.clock = clk }) }
 
