@@ -89,6 +89,16 @@ func TestOptionsAreValidated(t *testing.T) {
 	}
 }
 
+// A nil option is skipped, as every other constructor of the module skips
+// one; it made New panic.
+func TestNewSkipsANilOption(t *testing.T) {
+	q, err := deadletter.New(deadlettertest.NewStore(nil), deadletter.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+}
+
 func TestTriggerAndStoreNames(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

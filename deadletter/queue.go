@@ -70,7 +70,9 @@ type keyState struct {
 func New(store Store, cfg Config, opts ...Option) (*Queue, error) {
 	o := options{clock: resilience.SystemClock(), interval: DefaultInterval, owner: NewID()}
 	for _, opt := range opts {
-		opt.apply(&o)
+		if opt != nil {
+			opt.apply(&o)
+		}
 	}
 	if err := errors.Join(cfg.Validate(), o.validate()); err != nil {
 		return nil, fmt.Errorf("deadletter: %w", err)
