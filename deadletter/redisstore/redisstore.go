@@ -59,7 +59,9 @@ func WithNamespace(ns string) Option { return optionFunc(func(s *Store) { s.ns =
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	s := &Store{rdb: rdb, ns: DefaultNamespace}
 	for _, o := range opts {
-		o.apply(s)
+		if o != nil {
+			o.apply(s)
+		}
 	}
 	var errs opterr.Errors
 	if rdb == nil {

@@ -76,6 +76,16 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// A nil option is skipped, as every other constructor of the module skips
+// one; it made New panic.
+func TestNewSkipsANilOption(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{})
+	defer rdb.Close()
+	if _, err := redisstore.New(rdb, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func errorContains(err error, s string) bool {
 	return err != nil && len(s) > 0 && contains(err.Error(), s)
 }
