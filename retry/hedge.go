@@ -472,14 +472,10 @@ func (r *hedgeRun) answer(res hedgeResult) (int, error, bool) {
 				// The server asks for no more copies, or for none before
 				// the call's deadline: its answer is the call's, at once.
 				r.stopped = true
+			} else if d == 0 && r.canSend() {
+				r.send(res.err) // at once: a test's clock fires a timer of 0 only when moved
 			} else if r.canSend() {
-				if d == 0 {
-					// At once, as without a pushback: a timer of 0 on a
-					// test's clock fires only when the test moves it.
-					r.send(res.err)
-				} else {
-					l.timer = c.clock.NewTimer(d)
-				}
+				l.timer = c.clock.NewTimer(d)
 			}
 			return 0, nil, false
 		}
