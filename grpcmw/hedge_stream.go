@@ -113,6 +113,15 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 		return s.commitErr
 	}
 	s.started = true
+	if err := s.ctx.Err(); err != nil {
+		// The stream's context ended before the first copy (the caller's
+		// had, or its overall timeout): none is sent, so nothing counts for
+		// or against the backend (engine.Method.Ended).
+		s.commitErr = contextStatus(err)
+		s.decide()
+		s.mu.Unlock()
+		return s.commitErr
+	}
 	req, reqSet := s.req, s.reqSet
 	s.mu.Unlock()
 

@@ -92,6 +92,9 @@ type streamState struct {
 func newStream(ctx context.Context, m *engine.Method, o *options, timed bool, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	s := &streamState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts,
 		replay: m.StreamRetries(), limit: o.retryBufferLimit, timed: timed}
+	if err := ctx.Err(); err != nil {
+		return nil, m.Ended(ctx, err) // the backend is never asked: see engine.Method.Ended
+	}
 	s.call = m.Begin(ctx, true)
 	s.ctx, s.cancel = context.WithCancel(s.call.Context())
 	// No other goroutine knows s until it is returned: no lock is needed yet.

@@ -1,6 +1,7 @@
 package grpcmw
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"time"
@@ -174,6 +175,12 @@ func (e *timeoutError) Unwrap() error { return e.err }
 func wireError(err error) error {
 	if err == nil || resilience.IsRejection(err) {
 		return err
+	}
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		// A context's own error, met before any stream reported it (a
+		// call that ended before it began): the status gRPC gives it,
+		// not UNKNOWN, which one hop up counts against this service.
+		return status.FromContextError(err).Err()
 	}
 	var te *timeout.Error
 	if errors.As(err, &te) && status.Code(err) != codes.DeadlineExceeded {

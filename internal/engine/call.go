@@ -57,6 +57,21 @@ func (m *Method) Begin(ctx context.Context, stream bool) Call {
 	return c
 }
 
+// Ended ends a call whose context, the caller's, had ended before it began
+// (a request that waited out its propagated deadline in a queue): no gate
+// admits it and no attempt is made, so nothing counts for or against the
+// backend, which was never asked — the error a transport would give it at
+// once (gRPC's DEADLINE_EXCEEDED) is no sign of the backend's health. The
+// call is recorded with err, the context's error, which Ended returns as
+// the caller sees it (Transport.Final).
+func (m *Method) Ended(ctx context.Context, err error) error {
+	if m.observe {
+		ctx = resilience.Observe(ctx)
+	}
+	c := Call{m: m, caller: ctx, ctx: ctx, p: m.unary, start: m.e.now()}
+	return c.End(err)
+}
+
 // Context returns the call's context: the caller's, bounded by the overall
 // deadline when a gate may make attempts wait.
 func (c *Call) Context() context.Context { return c.ctx }
@@ -234,6 +249,9 @@ func (h *hedgedCall) end() {
 // the attempt. A retrying method's attempt policy counts the call as one
 // that could not be retried ([Call.Done]).
 func (m *Method) RunOnce(ctx context.Context, a Attempt) error {
+	if err := ctx.Err(); err != nil {
+		return m.Ended(ctx, err)
+	}
 	c := m.Begin(ctx, false)
 	err := c.attempt(c.ctx, a, 1)
 	c.Done(err)

@@ -58,6 +58,9 @@ func hotIndex(key string) int {
 // attempt whose result the call returns (0 when none ran) and the call's
 // error as the caller sees it.
 func (m *Method) Run(ctx context.Context, a Attempt) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, m.Ended(ctx, err)
+	}
 	if m.hedge != nil {
 		return m.runHedged(ctx, a)
 	}
