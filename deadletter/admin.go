@@ -27,13 +27,18 @@ func (q *Queue) Requeue(ctx context.Context, key, id string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if err := q.store.Requeue(ctx, key, id, q.clock.Now()); err != nil {
+	ks := q.key(key)
+	var started uint64
+	if ks != nil {
+		started = ks.start()
+	}
+	now := q.clock.Now()
+	if err := q.store.Requeue(ctx, key, id, now); err != nil {
 		return fmt.Errorf("deadletter: requeue %q of key %q: %w", id, key, err)
 	}
 	q.emit(key, EventRequeued, 1)
-	if ks := q.key(key); ks != nil {
-		ks.parked.Add(-1)
-		ks.waiting.Add(1)
+	if ks != nil {
+		ks.requeued(started, now.UnixNano())
 	}
 	q.Kick(key)
 	return nil
@@ -44,12 +49,17 @@ func (q *Queue) Purge(ctx context.Context, key, id string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
+	ks := q.key(key)
+	var started uint64
+	if ks != nil {
+		started = ks.start()
+	}
 	if err := q.store.Purge(ctx, key, id); err != nil {
 		return fmt.Errorf("deadletter: purge %q of key %q: %w", id, key, err)
 	}
 	q.emit(key, EventPurged, 1)
-	if ks := q.key(key); ks != nil {
-		ks.parked.Add(-1)
+	if ks != nil {
+		ks.unparked(started)
 	}
 	return nil
 }

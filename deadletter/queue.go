@@ -58,9 +58,10 @@ type keyState struct {
 	kick    chan struct{} // capacity 1: a kick during a round makes one more round
 	unwatch func()
 
-	// Gauges, read by the listener at any time.
+	// Gauges, read by the listener at any time; written through book.
 	waiting, parked atomic.Int64
 	oldest          atomic.Int64 // UnixNano of the oldest waiting entry; 0: none
+	book            gaugeBook
 
 	nextAt time.Time // earliest start of the next replay; the key's goroutine only
 }
@@ -184,8 +185,7 @@ func (q *Queue) Defer(ctx context.Context, e Entry, cause error) error {
 		return q.refuse(e.Key, cause, err)
 	}
 	q.emit(e.Key, EventDeferred, 1)
-	ks.waiting.Add(1)
-	ks.oldest.CompareAndSwap(0, e.Enqueued.UnixNano())
+	ks.added(e.Enqueued.UnixNano())
 	return &DeferredError{Key: e.Key, ID: e.ID, Cause: cause}
 }
 
@@ -233,7 +233,9 @@ func (q *Queue) Kick(key string) {
 // Pending returns the entries of key waiting for a replay, as last read
 // (refreshed after each round and each deferral; other instances' deferrals
 // to a shared store show after the next round): a cheap test before
-// [Queue.Kick].
+// [Queue.Kick]. A deferral that races a round's read of the store counts
+// as waiting: Pending can be one too high until the next round, never
+// zero while this queue's deferral waits.
 func (q *Queue) Pending(key string) int64 {
 	if ks := q.key(key); ks != nil {
 		return ks.waiting.Load()

@@ -179,16 +179,10 @@ func (q *Queue) refresh(ks *keyState) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.ctx), releaseTimeout)
 	defer cancel()
+	ks.reading()
 	st, err := q.store.Stats(ctx, ks.key)
+	ks.read(st, err == nil)
 	if err != nil {
 		q.logStoreError("cannot read the key's figures", ks.key, err)
-		return
 	}
-	ks.waiting.Store(int64(st.Waiting))
-	ks.parked.Store(int64(st.Parked))
-	var oldest int64
-	if !st.Oldest.IsZero() {
-		oldest = st.Oldest.UnixNano()
-	}
-	ks.oldest.Store(oldest)
 }
