@@ -38,10 +38,15 @@ type Cluster struct {
 	health   atomic.Int32
 	repaired atomic.Bool // a repair was logged as a warning
 
-	notify    chan struct{} // a breaker changed state by itself
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	started   atomic.Bool
+	notify chan struct{} // a breaker changed state by itself
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	// life orders Start and Close: Start adds to wg under it, only before
+	// Close has marked the cluster closed, so that no Add races Close's
+	// Wait and nothing starts once Close has begun.
+	life      sync.Mutex
+	started   bool // under life
+	closed    bool // under life
 	closeOnce sync.Once
 }
 
@@ -205,19 +210,29 @@ func (c *Cluster) onTransition(b any, _, to, reason uint8) {
 
 // Start runs the cluster: a sync now and every sync interval, what the
 // breakers do at once, and the channel's messages. It returns at once.
+// Starting a started cluster, or one that is closed or closing, does
+// nothing.
 func (c *Cluster) Start() {
-	if !c.started.CompareAndSwap(false, true) {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.started || c.closed {
 		return
 	}
+	c.started = true
 	c.wg.Add(2)
 	go c.loop()
 	go c.listen()
 }
 
 // Close stops the cluster and returns its breakers to deciding alone. It
-// does not close the Redis client.
+// does not close the Redis client. Once Close has returned, the cluster's
+// goroutines have ended and nothing starts them again ([Cluster.Start]
+// does nothing); a second Close waits for the first.
 func (c *Cluster) Close() {
 	c.closeOnce.Do(func() {
+		c.life.Lock()
+		c.closed = true
+		c.life.Unlock()
 		close(c.stop)
 		c.wg.Wait()
 		for _, e := range c.list() {
