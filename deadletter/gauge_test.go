@@ -218,3 +218,35 @@ func TestTheSharedStoreStaysTheAuthorityOverTheGauge(t *testing.T) {
 		}
 	})
 }
+
+// A round whose read of the figures fails leaves the gauges as they were,
+// and the deferrals after it count as before.
+func TestAFailedReadKeepsTheGauges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := deadlettertest.NewStore(nil)
+		l := newListener()
+		q := newQueue(t, store, deadletter.Config{}, deadletter.WithListener(l))
+		var g gate
+		g.set(errOpen)
+		_ = q.Handle("k", g.handle)
+		synctest.Wait()
+		deferN(t, q, "k", 2)
+		store.FailNext("Stats", errBoom)
+		q.Kick("k")
+		synctest.Wait()
+		if w, _, _ := l.gauges("k"); w != 2 {
+			t.Fatalf("waiting gauge %d after a failed read, want 2 (kept)", w)
+		}
+		if err := q.Defer(t.Context(), deadletter.Entry{ID: "third", Key: "k"}, errOpen); !errors.Is(err, deadletter.ErrDeferred) {
+			t.Fatal(err)
+		}
+		if w, _, _ := l.gauges("k"); w != 3 {
+			t.Fatalf("waiting gauge %d, want 3", w)
+		}
+		q.Kick("k")
+		synctest.Wait()
+		if w, _, _ := l.gauges("k"); w != 3 {
+			t.Fatalf("waiting gauge %d after a good read, want 3", w)
+		}
+	})
+}

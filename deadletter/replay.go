@@ -179,10 +179,14 @@ func (q *Queue) refresh(ks *keyState) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.ctx), releaseTimeout)
 	defer cancel()
+	var st Stats
+	ok := false
 	ks.reading()
+	defer func() { ks.read(st, ok) }() // ends the read on every path
 	st, err := q.store.Stats(ctx, ks.key)
-	ks.read(st, err == nil)
 	if err != nil {
 		q.logStoreError("cannot read the key's figures", ks.key, err)
+		return
 	}
+	ok = true
 }
