@@ -47,6 +47,7 @@ type Queue struct {
 	mu     sync.RWMutex
 	keys   map[string]*keyState
 	closed bool
+	ended  chan struct{} // closed when the first Close has returned its goroutines
 
 	lastLog atomic.Int64 // clock time (UnixNano) of the last store error logged
 }
@@ -94,6 +95,7 @@ func New(store Store, cfg Config, opts ...Option) (*Queue, error) {
 		keys:     map[string]*keyState{},
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
+	q.ended = make(chan struct{})
 	return q, nil
 }
 
@@ -245,15 +247,18 @@ func (q *Queue) Pending(key string) int64 {
 
 // Close stops every round (a replay in flight sees its context cancelled and
 // its entry stays, not counted) and waits for the goroutines to end. It does
-// not close the store. Defer after Close refuses.
+// not close the store. Defer after Close refuses. A Close while another runs
+// waits for it: once any Close has returned, the store can be closed.
 func (q *Queue) Close() error {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
+		<-q.ended
 		return nil
 	}
 	q.closed = true
 	q.mu.Unlock()
+	defer close(q.ended)
 	q.cancel()
 	q.wg.Wait()
 	q.mu.RLock()

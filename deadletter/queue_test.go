@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -470,6 +471,36 @@ func TestAReplayRefusedByAFullBulkheadIsTriedAgainSoon(t *testing.T) {
 		}
 		if n := l.count("pkg.Svc", deadletter.EventFailed); n != 0 {
 			t.Fatalf("%d failed replays counted for a local rejection", n)
+		}
+	})
+}
+
+func TestASecondCloseWaitsForTheFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t, deadlettertest.NewStore(nil), deadletter.Config{})
+		started, release := make(chan struct{}), make(chan struct{})
+		_ = q.Handle("k", func(ctx context.Context, e deadletter.Entry) error {
+			close(started)
+			<-release // a handler slow to see its context cancelled
+			return ctx.Err()
+		})
+		deferN(t, q, "k", 1)
+		q.Kick("k")
+		<-started
+		var first, second atomic.Bool
+		go func() { _ = q.Close(); first.Store(true) }()
+		synctest.Wait() // the first Close waits for the replay
+		go func() { _ = q.Close(); second.Store(true) }()
+		synctest.Wait()
+		early1, early2 := first.Load(), second.Load()
+		close(release)
+		synctest.Wait()
+		if early1 || early2 {
+			t.Fatalf("Close returned while a replay was still running (first %v, second %v): "+
+				"the store may be closed under it", early1, early2)
+		}
+		if !first.Load() || !second.Load() {
+			t.Fatalf("Close still waiting after the replay ended (first %v, second %v)", first.Load(), second.Load())
 		}
 	})
 }
