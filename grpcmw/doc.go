@@ -75,7 +75,8 @@
 // # gRFC A6
 //
 // Retries follow gRFC A6 where an interceptor can: a grpc-retry-pushback-ms
-// trailer that is not one plain decimal value stops them; every call of the
+// trailer that is not one plain decimal value stops them, and so does one
+// longer than 300s, deadline or not (grpc-go would wait it); every call of the
 // client moves its retry throttle ([Chain.Throttle]), retrying or not;
 // retry attempts carry grpc-previous-rpc-attempts; a timeout reaches the
 // caller as DEADLINE_EXCEEDED on every reading. See docs/retry.md.

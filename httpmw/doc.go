@@ -68,7 +68,7 @@
 //     a request that upgrades its connection (Connection: Upgrade).
 //   - 429 and 503 carry Retry-After (seconds or an HTTP-date) as the
 //     server's pushback: the next attempt waits for it; a wait past the
-//     call's deadline ends the retries.
+//     call's deadline, or longer than 300s, ends the retries.
 //   - The response of an attempt that may be retried (or hedged on) is read
 //     within the attempt, up to 4 KiB, so that its connection goes back to
 //     the pool at once; a response the call does not return is closed.

@@ -26,8 +26,9 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 }
 
 // maxRetryAfter bounds a delay in seconds: past it, time.Duration would
-// overflow. No call waits that long: a wait longer than the call's deadline
-// ends the retries.
+// overflow. No call waits that long: a wait longer than the call's deadline,
+// or than the retry's bound on a server's wait (300s, docs/retry.md), ends
+// the retries.
 const maxRetryAfter = int64(1<<63-1) / int64(time.Second)
 
 // seconds reads delay-seconds: one or more decimal digits, nothing else.

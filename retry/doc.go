@@ -36,7 +36,8 @@
 //   - at most maxAttempts calls are made, the first one included;
 //   - a shared [Throttle] (gRPC's token bucket) holds retries back while half
 //     its tokens or more are gone;
-//   - a server-requested delay replaces the backoff;
+//   - a server-requested delay replaces the backoff; one longer than 300s
+//     is not waited, deadline or not: the last error is returned at once;
 //   - a backoff that would not end before the context's deadline is not
 //     slept: the last error is returned at once.
 //

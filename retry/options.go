@@ -141,8 +141,10 @@ func WithClassifier(cl resilience.Classifier) Option {
 // attempt's error (grpcmw reads the grpc-retry-pushback-ms trailer). When it
 // returns ok, its delay replaces the backoff and the backoff starts again
 // from initialBackoff, as in gRPC; a negative delay stops retrying and, as
-// gRFC A6 says, counts as a failure for the throttle whatever the error.
-// Default none.
+// gRFC A6 says, counts as a failure for the throttle whatever the error. A
+// delay longer than 300s is not waited, deadline or not: the call ends at
+// once with the attempt's error (reason pushback), as one past the deadline
+// does. Default none.
 func WithPushback(f func(err error) (delay time.Duration, ok bool)) Option {
 	return optionFunc(func(c *config) { c.pushback = f })
 }

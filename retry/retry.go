@@ -250,7 +250,8 @@ func (r *Retry) verdict(ctx context.Context, err error) (Reason, pushback) {
 	}
 	if pb.set && pb.delay < 0 {
 		// A6: a pushback that says not to retry counts as a failure,
-		// whatever the code.
+		// whatever the code (a pushback past maxPushback, which is not
+		// waited either, is a retryable failure's: see next).
 		if c.throttle != nil {
 			c.throttle.failure()
 		}
@@ -270,6 +271,17 @@ type pushback struct {
 	set   bool
 }
 
+// maxPushback bounds a server-requested wait (grpc-retry-pushback-ms, an
+// HTTP Retry-After): a longer one is not waited, whether or not the call has
+// a deadline, and the call ends at once with the server's answer (reason
+// pushback), as a wait past the deadline does. Retrying sooner would defy
+// the server; waiting what it says, up to almost 25 days for gRFC A6's
+// largest pushback and without end for a Retry-After, would hold the caller
+// as a hang does. 300s is Envoy's default for
+// rate_limited_retry_back_off.max_interval, past which it discards the
+// header's interval.
+const maxPushback = 300 * time.Second
+
 // next decides whether to retry after attempt failed with err: it returns
 // the reason to stop, or ReasonNone and the wait before the next attempt.
 func (r *Retry) next(ctx context.Context, deadline time.Time, attempt int, err error, sincePushback *int) (Reason, time.Duration) {
@@ -286,6 +298,9 @@ func (r *Retry) next(ctx context.Context, deadline time.Time, attempt int, err e
 	}
 	var wait time.Duration
 	if pb.set {
+		if pb.delay > maxPushback {
+			return ReasonPushback, 0
+		}
 		wait = pb.delay
 		*sincePushback = 0
 	} else {
