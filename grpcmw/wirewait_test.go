@@ -80,3 +80,44 @@ defaults:
 		})
 	}
 }
+
+// A hedged call without a deadline whose first copy fails with a
+// non-fatal UNAVAILABLE and a pushback longer than 300s sends no other
+// copy and gets that status at once; it waited the pushback (almost 25
+// days) before the next copy.
+func TestAHedgePushbackLongerThanTheBoundIsNotWaited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := new(faultServer)
+		f.setUnary(func(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+			_ = setTrailer(ctx, grpcmw.PushbackTrailer, "2147483647")
+			return nil, status.Error(codes.Unavailable, "busy")
+		})
+		client, _, stop := inBubble(t, f, `
+retryThrottling: { enabled: false }
+defaults:
+  circuitBreaker: { enabled: false }
+  timeout: { perAttempt: 1s, overall: 0s }
+  retry: { enabled: false }
+  hedging: { maxAttempts: 3, hedgingDelay: 50ms, nonFatalStatusCodes: [UNAVAILABLE] }
+`)
+		defer stop()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+			done <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if status.Code(err) != codes.Unavailable || f.calls.Load() != 1 {
+				t.Fatalf("%v after %d copies; want the server's UNAVAILABLE after 1", err, f.calls.Load())
+			}
+		default:
+			cancel() // the hedge waits the pushback: end it, and fail
+			<-done
+			t.Fatalf("pushback 2147483647 without a deadline: no answer at once (%d copies)", f.calls.Load())
+		}
+	})
+}

@@ -73,7 +73,9 @@ func TestARetryAfterLongerThanTheBoundIsNotWaited(t *testing.T) {
 				case r = <-done:
 				default:
 					cancel() // the retry waits the header's delay: end it, and fail
-					r = <-done
+					if r = <-done; r.err == nil {
+						r.resp.Body.Close()
+					}
 					t.Fatalf("Retry-After %s without a deadline: no answer after %v", retryAfter, tc.took)
 				}
 				if r.err != nil {
@@ -87,4 +89,59 @@ func TestARetryAfterLongerThanTheBoundIsNotWaited(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A hedged GET without a deadline answered 503 with Retry-After: 9999999
+// ends at once with that 503 and sends no other copy, as it does when the
+// wait would pass the deadline (TestAHedgedRetryAfterPastTheDeadlineReturnsAtOnce).
+// It waited the 115 days before the next copy.
+func TestAHedgedRetryAfterLongerThanTheBoundIsNotWaited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		rt := rtFunc(func(r *http.Request) (*http.Response, error) {
+			n.Add(1)
+			return &http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {"9999999"}},
+				Body: io.NopCloser(strings.NewReader("busy")), Request: r}, nil
+		})
+		chain := fixChain(t, `
+retryThrottling: { enabled: false }
+defaults:
+  adaptiveThrottling: { enabled: false }
+  circuitBreaker: { minimumNumberOfCalls: 100 }
+  timeout: { perAttempt: 1s, overall: 0s }
+hosts:
+  api.example:
+    hedging: { maxAttempts: 3, hedgingDelay: 500ms }
+`)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.example/x", nil)
+		type result struct {
+			resp *http.Response
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			resp, err := chain.RoundTripper(rt).RoundTrip(req)
+			done <- result{resp, err}
+		}()
+		synctest.Wait()
+		var r result
+		select {
+		case r = <-done:
+		default:
+			cancel() // the hedge waits the header's delay: end it, and fail
+			if r = <-done; r.err == nil {
+				r.resp.Body.Close()
+			}
+			t.Fatalf("Retry-After 9999999 without a deadline: no answer at once (%d requests)", n.Load())
+		}
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		r.resp.Body.Close()
+		if r.resp.StatusCode != 503 || n.Load() != 1 {
+			t.Fatalf("%d after %d requests; want the 503 after 1", r.resp.StatusCode, n.Load())
+		}
+	})
 }

@@ -468,9 +468,10 @@ func (r *hedgeRun) answer(res hedgeResult) (int, error, bool) {
 	if c.pushback != nil {
 		if d, ok := c.pushback(res.err); ok {
 			r.stopTimer()
-			if d < 0 || r.waitsPast(d) {
-				// The server asks for no more copies, or for none before
-				// the call's deadline: its answer is the call's, at once.
+			if d < 0 || d > maxPushback || r.waitsPast(d) {
+				// The server asks for no more copies, for none before the
+				// call's deadline or within maxPushback: its answer is the
+				// call's, at once.
 				r.stopped = true
 			} else if d == 0 && r.canSend() {
 				r.send(res.err) // at once: a test's clock fires a timer of 0 only when moved

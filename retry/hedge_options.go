@@ -100,8 +100,9 @@ func WithNonFatal(f func(err error) bool) HedgeOption {
 
 // WithHedgePushback sets how to read a server's pushback from a copy's
 // error (gRFC A6): ok is false when there is none; a delay sends the next
-// copy after it instead of at once; a negative delay sends no more copies.
-// Default: none.
+// copy after it instead of at once; a negative delay sends no more copies,
+// and so does one longer than 300s or past the call's deadline (not
+// waited: the copies in flight decide the call). Default: none.
 func WithHedgePushback(f func(err error) (delay time.Duration, ok bool)) HedgeOption {
 	return hedgeOptionFunc(func(c *hedgeConfig) { c.pushback = f })
 }

@@ -67,3 +67,58 @@ func TestAPushbackLongerThanTheBoundIsNotWaited(t *testing.T) {
 		}
 	})
 }
+
+// A hedged call without a deadline whose copy fails with a pushback longer
+// than maxPushback sends no more copies and, none being in flight, ends at
+// once with that failure, as a pushback past the deadline does. It waited
+// the pushback (almost 25 days) before the next copy. A pushback of
+// maxPushback itself is waited.
+func TestAHedgePushbackLongerThanTheBoundIsNotWaited(t *testing.T) {
+	for _, tc := range []struct {
+		pushback time.Duration
+		winner   int
+		took     time.Duration
+	}{
+		{(1<<31 - 1) * time.Millisecond, 0, 10 * time.Millisecond},
+		{maxPushback + time.Millisecond, 0, 10 * time.Millisecond},
+		{maxPushback, 2, 10*time.Millisecond + maxPushback + 10*time.Millisecond},
+	} {
+		t.Run(tc.pushback.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := &backend{delays: []time.Duration{10 * time.Millisecond, 10 * time.Millisecond},
+					errs: []error{&pushbackErr{d: tc.pushback}, nil}}
+				h := newHedge(t, retry.WithHedgeConfig(hedgeConf(func(c *retry.HedgeConfig) {
+					c.MaxAttempts = 2
+					c.HedgingDelay = 100 * time.Millisecond
+				})), retry.WithHedgePushback(pushbackOf))
+				ctx, cancel := context.WithCancel(context.Background()) // no deadline
+				defer cancel()
+				type result struct {
+					winner int
+					err    error
+					took   time.Duration
+				}
+				done := make(chan result, 1)
+				start := time.Now()
+				go func() {
+					w, err := h.Run(ctx, b.call)
+					done <- result{w, err, time.Since(start)}
+				}()
+				time.Sleep(tc.took) // fake time: the bubble's clock moves once every goroutine waits
+				synctest.Wait()
+				var r result
+				select {
+				case r = <-done:
+				default:
+					cancel() // the hedge waits the pushback: end it, and fail
+					<-done
+					t.Fatalf("pushback %v without a deadline: no answer after %v", tc.pushback, tc.took)
+				}
+				if r.winner != tc.winner || r.took != tc.took || (tc.winner == 0) != (r.err != nil) {
+					t.Fatalf("pushback %v: Run = %d, %v after %v with %d copies; want %d after %v",
+						tc.pushback, r.winner, r.err, r.took, b.started.Load(), tc.winner, tc.took)
+				}
+			})
+		})
+	}
+}
