@@ -103,7 +103,14 @@ func newStream(ctx context.Context, m *engine.Method, o *options, timed bool, de
 	err := s.open()
 	for err != nil {
 		wait, again := s.call.Next(err)
-		if !again || !s.call.Wait(wait) {
+		if !again {
+			break
+		}
+		if !s.call.Wait(wait) {
+			// The caller's context ended the backoff: the call's error is
+			// the context's (CANCELLED or DEADLINE_EXCEEDED), as gRPC's own
+			// retry gives it, not the last attempt's, already counted.
+			err = s.call.Context().Err()
 			break
 		}
 		err = s.open()
@@ -352,9 +359,14 @@ func (cs *clientStream) RecvMsg(msg any) error {
 			s.mu.Lock()
 			s.waiting = false
 			if !ok || s.done {
+				// Only the context's end cuts the wait or ends the stream
+				// meanwhile: the caller gets its status, as from newStream.
+				if cerr := s.call.Context().Err(); cerr != nil {
+					err = cerr
+				}
 				s.endLocked(err)
 				s.mu.Unlock()
-				return err
+				return contextStatus(err)
 			}
 			oerr := s.openHeld()
 			if oerr == nil {

@@ -104,7 +104,8 @@ func (c *Call) FinishCopy(a *pipeline.Admission, d *deadline.AttemptDeadline, er
 }
 
 // Wait sleeps a backoff; false when the call's context ended first (the
-// call is then over for the attempt policy).
+// call is then over for the attempt policy, and its error is the
+// context's, as Run returns it: the caller gave up).
 func (c *Call) Wait(d time.Duration) bool { return c.att.Wait(d) }
 
 // Done reports the result of the call's last attempt when it can no longer

@@ -266,12 +266,18 @@ func (c *Call) retried(a Attempt) (int, error) { return c.retry(a, 1, c.attempt(
 
 // retry goes on from attempt n, which ended with err: it runs the next
 // attempts while the attempt policy allows, and returns the number of the
-// attempt whose result the call returns and that result.
+// attempt whose result the call returns and that result. When the call's
+// context ends during a backoff, the result is the context's error: the
+// caller gave up, as gRPC's own retry and net/http report it, and the
+// backend's last answer, already counted, is not repeated as the call's.
 func (c *Call) retry(a Attempt, n int, err error) (int, error) {
 	var last error
 	for {
 		wait, again := c.Next(err)
-		if !again || !c.att.Wait(wait) {
+		if again && !c.att.Wait(wait) {
+			return n, c.ctx.Err()
+		}
+		if !again {
 			if last != nil && errors.Is(err, throttler.ErrThrottled) {
 				// A retry the throttler held back: the caller gets what the
 				// backend said, as for a retry the token bucket held back.
