@@ -9,6 +9,12 @@
 // They need /usr/bin/prometheus and /usr/bin/promtool (Debian's prometheus
 // package: apt-get install prometheus). Without them the tests skip, unless
 // the CI environment variable is set: then they fail.
+//
+// TestTransportsAgree and TestTransportsAgreeOnGeneratedScripts need
+// nothing outside: they play one script of backend answers through grpcmw
+// and through httpmw, configured from one YAML, in memory and on a
+// testing/synctest bubble's clock, and compare what each caller, backend,
+// breaker and metric saw (transports_test.go).
 package e2e
 
 import (

@@ -1,0 +1,295 @@
+package e2e
+
+// The scripted backend of the differential test (transports_test.go): one
+// script of answers, served over gRPC and over HTTP, each on an in-memory
+// network (internal/memnet) so that a testing/synctest bubble's clock runs
+// while the client waits.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/httpmw"
+	"github.com/meshless/meshless/resilience"
+)
+
+// answer is what the backend does with one attempt.
+type answer uint8
+
+const (
+	aOK              answer = iota
+	aNotFound               // NOT_FOUND / 404: a business answer
+	aInvalid                // INVALID_ARGUMENT / 400: a business answer
+	aUnavailable            // UNAVAILABLE / 503
+	aInternal               // INTERNAL / 500
+	aHang                   // no answer before the caller's deadline
+	aPushback               // RESOURCE_EXHAUSTED with grpc-retry-pushback-ms / 429 with Retry-After
+	aRelayedOpen            // a downstream meshless's CIRCUIT_OPEN, passed on unchanged
+	aRelayedFull            // a downstream meshless's BULKHEAD_FULL, passed on unchanged
+	aRelayedLimit           // a downstream meshless's RATE_LIMITED, passed on unchanged
+	aPushbackLong           // aPushback asking for a wait past the call's deadline
+	aUnavailableWait        // UNAVAILABLE with grpc-retry-pushback-ms / 503 with Retry-After
+	aSlow                   // OK, after slowAnswer: a slow call for the breaker
+	nAnswers
+)
+
+var answerNames = [nAnswers]string{"ok", "not_found", "invalid", "unavailable", "internal", "hang", "pushback",
+	"relayed_open", "relayed_full", "relayed_limit", "pushback_long", "unavailable_wait", "slow"}
+
+// slowAnswer is how long an aSlow answer takes: past the breaker's
+// slowCallDurationThreshold, within the per-attempt timeout (diffYAML).
+const slowAnswer = 700 * time.Millisecond
+
+// retryable reports whether the configuration (diffYAML) retries a.
+func (a answer) retryable() bool {
+	switch a {
+	case aUnavailable, aHang, aPushback, aPushbackLong, aUnavailableWait:
+		return true
+	}
+	return false
+}
+
+// class is what the caller gets when the call ends with a.
+func (a answer) class() string {
+	return [nAnswers]string{"ok", "business:NOT_FOUND", "business:INVALID_ARGUMENT", "failure:UNAVAILABLE",
+		"failure:INTERNAL", "failure:DEADLINE_EXCEEDED", "pushback:RESOURCE_EXHAUSTED", "relayed:CIRCUIT_OPEN",
+		"relayed:BULKHEAD_FULL", "relayed:RATE_LIMITED", "pushback:RESOURCE_EXHAUSTED", "failure:UNAVAILABLE", "ok"}[a]
+}
+
+func (a answer) String() string { return answerNames[a] }
+
+// The waits an aPushback (and aUnavailableWait) and an aPushbackLong
+// answer ask for: whole seconds, as Retry-After writes them. The long one is
+// past the overall timeout (diffYAML).
+const (
+	pushbackSeconds     = 1
+	pushbackLongSeconds = 5
+)
+
+// The messages of the business answers, which must reach the caller
+// unchanged.
+const (
+	msgNotFound = "no such item"
+	msgInvalid  = "bad item id"
+)
+
+// wait is the pushback a asks for, in seconds.
+func (a answer) wait() int {
+	if a == aPushbackLong {
+		return pushbackLongSeconds
+	}
+	return pushbackSeconds
+}
+
+// step is one logical call of a script.
+type step struct {
+	// gap is the script's idle time before the call: the bubble's clock
+	// moves on by it (the breaker's open wait runs out during gaps).
+	gap time.Duration
+	// deadline, when not 0, is the caller's own deadline for the call;
+	// cancel, when not 0, is when the caller gives up (cancels its
+	// context). Below 0, the context has ended before the call begins.
+	deadline, cancel time.Duration
+	// answers are the backend's answers to the call's first, second, …
+	// attempt; the last one repeats.
+	answers []answer
+}
+
+func (s step) String() string {
+	out := fmt.Sprintf("gap %v, answers %v", s.gap, s.answers)
+	if s.deadline != 0 {
+		out += fmt.Sprintf(", deadline %v", s.deadline)
+	}
+	if s.cancel != 0 {
+		out += fmt.Sprintf(", cancelled at %v", s.cancel)
+	}
+	return out
+}
+
+// context is the caller's context for the call, and its cancel.
+func (s step) context() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if s.deadline != 0 {
+		ctx, cancel = context.WithTimeout(ctx, s.deadline)
+	}
+	if s.cancel < 0 {
+		ctx, cancel = context.WithCancel(ctx)
+		cancel()
+	}
+	if s.cancel > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		t := time.AfterFunc(s.cancel, stop)
+		prev := cancel
+		cancel = func() { t.Stop(); stop(); prev() }
+	}
+	return ctx, cancel
+}
+
+// backend plays a script: Begin(i) makes step i the current call; each
+// attempt that reaches the backend takes the current call's next answer
+// and is counted.
+type backend struct {
+	mu    sync.Mutex
+	steps []step
+	cur   int
+	seen  []int // attempts seen, per call
+	// handlers counts the handlers running: the servers' Stop and Close
+	// do not wait for them, the bubble must.
+	handlers sync.WaitGroup
+}
+
+func newBackend(steps []step) *backend {
+	return &backend{steps: steps, seen: make([]int, len(steps))}
+}
+
+func (b *backend) begin(i int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cur = i
+}
+
+func (b *backend) next() answer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	as := b.steps[b.cur].answers
+	n := b.seen[b.cur]
+	b.seen[b.cur]++
+	return as[min(n, len(as)-1)]
+}
+
+func (b *backend) attempts(i int) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seen[i]
+}
+
+// hang waits for the end of the attempt, then a millisecond more: the
+// caller's own deadline, not the answer the server would send at that same
+// instant, ends the attempt, on both transports (gRPC's server context
+// carries the caller's deadline; HTTP's does not).
+func hang(ctx context.Context) {
+	<-ctx.Done()
+	time.Sleep(time.Millisecond) // the bubble's clock: the answer comes after the deadline
+}
+
+// grpcBackend serves the script as grpc.testing.TestService/UnaryCall.
+type grpcBackend struct {
+	testgrpc.UnimplementedTestServiceServer
+	b *backend
+}
+
+func (g grpcBackend) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	g.b.handlers.Add(1)
+	defer g.b.handlers.Done()
+	switch a := g.b.next(); a {
+	case aOK:
+		return &testgrpc.SimpleResponse{}, nil
+	case aSlow:
+		time.Sleep(slowAnswer) // the bubble's clock: a slow backend
+		return &testgrpc.SimpleResponse{}, nil
+	case aNotFound:
+		return nil, status.Error(codes.NotFound, msgNotFound)
+	case aInvalid:
+		return nil, status.Error(codes.InvalidArgument, msgInvalid)
+	case aUnavailable:
+		return nil, status.Error(codes.Unavailable, "backend down")
+	case aInternal:
+		return nil, status.Error(codes.Internal, "backend bug")
+	case aHang:
+		hang(ctx)
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case aPushback, aPushbackLong:
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(grpcmw.PushbackTrailer, strconv.Itoa(a.wait()*1000)))
+		return nil, status.Error(codes.ResourceExhausted, "slow down")
+	case aUnavailableWait:
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(grpcmw.PushbackTrailer, strconv.Itoa(a.wait()*1000)))
+		return nil, status.Error(codes.Unavailable, "backend down")
+	case aRelayedOpen:
+		return nil, relayedStatus(resilience.KindCircuitBreaker)
+	case aRelayedFull:
+		return nil, relayedStatus(resilience.KindBulkhead)
+	case aRelayedLimit:
+		return nil, relayedStatus(resilience.KindRateLimiter)
+	default:
+		panic(a)
+	}
+}
+
+// relayedStatus is a rejection of kind k as a meshless client one hop
+// down puts it on the wire (grpcmw.RejectionError), passed on unchanged.
+func relayedStatus(k resilience.Kind) error {
+	st := status.New(codes.Code(k.GRPCCode()), "downstream: "+k.Reason())
+	st, err := st.WithDetails(&errdetails.ErrorInfo{Reason: k.Reason(), Domain: grpcmw.ErrorDomain,
+		Metadata: map[string]string{"name": "downstream"}})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
+// httpBackend serves the script on every path.
+func httpBackend(b *backend) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b.handlers.Add(1)
+		defer b.handlers.Done()
+		answer := func(code int, body string) {
+			w.WriteHeader(code)
+			io.WriteString(w, body) //nolint:errcheck
+		}
+		switch a := b.next(); a {
+		case aOK:
+			answer(http.StatusOK, "ok")
+		case aSlow:
+			time.Sleep(slowAnswer) // the bubble's clock: a slow backend
+			answer(http.StatusOK, "ok")
+		case aNotFound:
+			answer(http.StatusNotFound, msgNotFound)
+		case aInvalid:
+			answer(http.StatusBadRequest, msgInvalid)
+		case aUnavailable:
+			answer(http.StatusServiceUnavailable, "backend down")
+		case aInternal:
+			answer(http.StatusInternalServerError, "backend bug")
+		case aHang:
+			hang(r.Context())
+		case aPushback, aPushbackLong:
+			w.Header().Set("Retry-After", strconv.Itoa(a.wait()))
+			answer(http.StatusTooManyRequests, "slow down")
+		case aUnavailableWait:
+			w.Header().Set("Retry-After", strconv.Itoa(a.wait()))
+			answer(http.StatusServiceUnavailable, "backend down")
+		case aRelayedOpen:
+			relayedResponse(w, resilience.KindCircuitBreaker)
+		case aRelayedFull:
+			relayedResponse(w, resilience.KindBulkhead)
+		case aRelayedLimit:
+			relayedResponse(w, resilience.KindRateLimiter)
+		default:
+			panic(a)
+		}
+	}
+}
+
+// relayedResponse answers as a meshless service does that got a rejection
+// of kind k from its own client (httpmw.WriteRejection): its status,
+// Retry-After and httpmw.ReasonHeader.
+func relayedResponse(w http.ResponseWriter, k resilience.Kind) {
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set(httpmw.ReasonHeader, k.Reason())
+	w.WriteHeader(k.HTTPStatus())
+	io.WriteString(w, "downstream: "+k.Reason()) //nolint:errcheck
+}
