@@ -50,8 +50,12 @@ var answerNames = [nAnswers]string{"ok", "not_found", "invalid", "unavailable", 
 	"relayed_open", "relayed_full", "relayed_limit", "pushback_long", "unavailable_wait", "slow"}
 
 // slowAnswer is how long an aSlow answer takes: past the breaker's
-// slowCallDurationThreshold, within the per-attempt timeout (diffYAML).
-const slowAnswer = 700 * time.Millisecond
+// slowCallDurationThreshold, within the per-attempt timeout (diffYAML),
+// and off the tenths of a second every other wait of the scripts is made
+// of, so that it never ends at the very instant a timeout does (a hedge
+// sent at 300ms answering at 1s would tie with the first copy's timeout:
+// either order is right, and the two transports need not pick the same).
+const slowAnswer = 730 * time.Millisecond
 
 // retryable reports whether the configuration (diffYAML) retries a.
 func (a answer) retryable() bool {
@@ -146,14 +150,17 @@ type backend struct {
 	mu    sync.Mutex
 	steps []step
 	cur   int
-	seen  []int // attempts seen, per call
+	seen  []int // attempts served by the handler, per call
+	// arrived counts the attempts that reached the server, per call: those
+	// served and those a shedding server answered itself.
+	arrived []int
 	// handlers counts the handlers running: the servers' Stop and Close
 	// do not wait for them, the bubble must.
 	handlers sync.WaitGroup
 }
 
 func newBackend(steps []step) *backend {
-	return &backend{steps: steps, seen: make([]int, len(steps))}
+	return &backend{steps: steps, seen: make([]int, len(steps)), arrived: make([]int, len(steps))}
 }
 
 func (b *backend) begin(i int) {
@@ -174,7 +181,29 @@ func (b *backend) next() answer {
 func (b *backend) attempts(i int) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.seen[i]
+	return b.arrived[i]
+}
+
+func (b *backend) arrive() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.arrived[b.cur]++
+}
+
+// countUnary counts the attempts that reach the gRPC server, outside any
+// shedding.
+func (b *backend) countUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	b.arrive()
+	return h(ctx, req)
+}
+
+// countHTTP counts the requests that reach the HTTP server, outside any
+// shedding.
+func (b *backend) countHTTP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.arrive()
+		next.ServeHTTP(w, r)
+	})
 }
 
 // hang waits for the end of the attempt, then a millisecond more: the

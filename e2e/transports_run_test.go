@@ -47,6 +47,7 @@ type run struct {
 	classes     []string  // per call: what the caller saw, in transport-neutral words
 	attempts    []int     // per call: the attempts the backend saw
 	tokens      []float64 // per call: the retry throttle's tokens after it
+	outcomes    []string  // per call: the breaker's outcomes of its attempts
 	transitions []string  // the breaker's transitions, each with its time since the start
 	metrics     map[string]int64
 	state       string // the breaker's state at the end
@@ -86,7 +87,7 @@ func (r *recorder) close() {
 // play runs the script: before each call its gap of the bubble's time, then
 // synctest.Wait so that a timer due by then (the breaker's open wait) has
 // fired, never racing the call.
-func play(t *testing.T, name string, b *backend, steps []step, throttle *retry.Throttle, call func(context.Context) string, out *run) {
+func play(t *testing.T, name string, b *backend, rec *recorder, steps []step, throttle *retry.Throttle, call func(context.Context) string, out *run) {
 	t.Helper()
 	start := time.Now()
 	for i, s := range steps {
@@ -99,8 +100,9 @@ func play(t *testing.T, name string, b *backend, steps []step, throttle *retry.T
 		out.classes = append(out.classes, c)
 		out.attempts = append(out.attempts, b.attempts(i))
 		out.tokens = append(out.tokens, throttle.Tokens())
+		out.outcomes = append(out.outcomes, rec.events.take())
 		if testing.Verbose() && len(steps) < 50 {
-			t.Logf("%s %8v call %d %v: %s after %d attempts", name, time.Since(start), i, s, c, b.attempts(i))
+			t.Logf("%s %8v call %d %v: %s after %d attempts, breaker %s", name, time.Since(start), i, s, c, b.attempts(i), out.outcomes[i])
 		}
 	}
 }
@@ -122,6 +124,17 @@ func (r *recorder) finish(t *testing.T, start time.Time, out *run) {
 type transitions struct {
 	mu  sync.Mutex
 	got []timedEvent
+	// calls are the breaker's outcomes since the last take, in order.
+	calls []string
+}
+
+// take returns the breaker's outcomes since the last take.
+func (o *transitions) take() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := strings.Join(o.calls, " ")
+	o.calls = nil
+	return out
 }
 
 type timedEvent struct {
@@ -134,29 +147,64 @@ func (o *transitions) Attach(src resilience.Source) resilience.Recorder {
 		return nil
 	}
 	return resilience.RecorderFunc(func(_ context.Context, e resilience.Event) {
-		if e.Type != resilience.EventTransition {
-			return
-		}
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		o.got = append(o.got, timedEvent{e, time.Now()})
+		switch e.Type {
+		case resilience.EventTransition:
+			o.got = append(o.got, timedEvent{e, time.Now()})
+		case resilience.EventCall:
+			c := e.Outcome.String()
+			if e.Slow {
+				c += "(slow)"
+			}
+			o.calls = append(o.calls, c)
+		case resilience.EventRejection:
+			o.calls = append(o.calls, "rejected")
+		}
 	})
 }
 
 // playGRPC plays the script through grpcmw, over gRPC on memnet.
-func playGRPC(t *testing.T, yml string, steps []step) (out run) {
+func playGRPC(t *testing.T, yml string, steps []step) run {
+	return playGRPCWith(t, setup{yml: yml}, steps)
+}
+
+// setup is what a play is given beside its script.
+type setup struct {
+	yml string // the client's configuration
+	// serverYML, when set, is the configuration of the server's own load
+	// shedding (grpcmw.NewServer, httpmw.NewServer) in front of the
+	// backend.
+	serverYML string
+	method    string // HTTP's request method: GET when empty
+}
+
+// playGRPCWith is playGRPC with a setup.
+func playGRPCWith(t *testing.T, su setup, steps []step) (out run) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		rec := newRecorder(t)
 		defer rec.close()
 		b := newBackend(steps)
 		lis := memnet.Listen()
-		srv := grpc.NewServer()
+		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(b.countUnary)}
+		if su.serverYML != "" {
+			cfg, err := grpcmw.ParseConfig([]byte(su.serverYML))
+			if err != nil {
+				t.Fatal(err)
+			}
+			shed, err := grpcmw.NewServer(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts = append(opts, shed.ServerOptions()...)
+		}
+		srv := grpc.NewServer(opts...)
 		testgrpc.RegisterTestServiceServer(srv, grpcBackend{b: b})
 		served := make(chan struct{})
 		go func() { defer close(served); _ = srv.Serve(lis) }()
 		defer func() { srv.Stop(); <-served }()
-		cfg, err := grpcmw.ParseConfig([]byte(yml))
+		cfg, err := grpcmw.ParseConfig([]byte(su.yml))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +221,7 @@ func playGRPC(t *testing.T, yml string, steps []step) (out run) {
 		}
 		defer conn.Close()
 		client := testgrpc.NewTestServiceClient(conn)
-		play(t, "gRPC", b, steps, chain.Throttle(), func(ctx context.Context) string {
+		play(t, "gRPC", b, rec, steps, chain.Throttle(), func(ctx context.Context) string {
 			_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
 			return grpcClass(err)
 		}, &out)
@@ -241,24 +289,41 @@ func business(code, msg string) string {
 // playHTTP plays the script through httpmw, over HTTP/1.1 on memnet, as
 // GET requests.
 func playHTTP(t *testing.T, yml string, steps []step) run {
-	return playHTTPMethod(t, http.MethodGet, yml, steps)
+	return playHTTPWith(t, setup{yml: yml}, steps)
 }
 
-// playHTTPMethod is playHTTP with requests of the given method.
-func playHTTPMethod(t *testing.T, method, yml string, steps []step) (out run) {
+// playHTTPWith is playHTTP with a setup.
+func playHTTPWith(t *testing.T, su setup, steps []step) (out run) {
+	method := su.method
+	if method == "" {
+		method = http.MethodGet
+	}
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		rec := newRecorder(t)
 		defer rec.close()
 		b := newBackend(steps)
 		lis := memnet.Listen()
-		srv := &http.Server{Handler: httpBackend(b)}
+		var h http.Handler = httpBackend(b)
+		if su.serverYML != "" {
+			cfg, err := httpmw.ParseConfig([]byte(su.serverYML))
+			if err != nil {
+				t.Fatal(err)
+			}
+			shed, err := httpmw.NewServer(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer shed.Close()
+			h = shed.Handler(h)
+		}
+		srv := &http.Server{Handler: b.countHTTP(h)}
 		served := make(chan struct{})
 		go func() { defer close(served); _ = srv.Serve(lis) }()
 		defer func() { _ = srv.Close(); <-served }()
 		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return lis.DialContext(ctx) }}
 		defer tr.CloseIdleConnections()
-		cfg, err := httpmw.ParseConfig([]byte(yml))
+		cfg, err := httpmw.ParseConfig([]byte(su.yml))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +333,7 @@ func playHTTPMethod(t *testing.T, method, yml string, steps []step) (out run) {
 		}
 		defer chain.Close()
 		client := chain.Client(tr)
-		play(t, "HTTP", b, steps, chain.Throttle(), func(ctx context.Context) string {
+		play(t, "HTTP", b, rec, steps, chain.Throttle(), func(ctx context.Context) string {
 			req, err := http.NewRequestWithContext(ctx, method, "http://"+httpHost+"/item/7", nil)
 			if err != nil {
 				t.Fatal(err)

@@ -66,20 +66,36 @@ hosts:
 // difference.
 func compare(t *testing.T, yml string, steps []step) {
 	t.Helper()
-	g := playGRPC(t, yml, steps)
-	h := playHTTP(t, yml, steps)
-	checkRun(t, "gRPC", steps, g)
-	checkRun(t, "HTTP", steps, h)
+	compareWith(t, yml, steps, true)
+}
+
+// compareWith is compare, holding each run to checkRun when oracle is set.
+func compareWith(t *testing.T, yml string, steps []step, oracle bool) {
+	t.Helper()
+	compareSetup(t, setup{yml: yml}, steps, oracle)
+}
+
+// compareSetup is compareWith with a setup.
+func compareSetup(t *testing.T, su setup, steps []step, oracle bool) {
+	t.Helper()
+	g := playGRPCWith(t, su, steps)
+	h := playHTTPWith(t, su, steps)
+	if oracle {
+		checkRun(t, "gRPC", steps, g)
+		checkRun(t, "HTTP", steps, h)
+	}
 	diffs := 0
 	for i := range steps {
 		if i >= len(g.classes) || i >= len(h.classes) {
 			break
 		}
-		if g.classes[i] != h.classes[i] || g.attempts[i] != h.attempts[i] || g.tokens[i] != h.tokens[i] {
+		if g.classes[i] != h.classes[i] || g.attempts[i] != h.attempts[i] || g.tokens[i] != h.tokens[i] ||
+			g.outcomes[i] != h.outcomes[i] {
 			diffs++
 			if diffs <= 10 {
-				t.Errorf("call %d (%v): gRPC %s after %d attempts (retry tokens %v), HTTP %s after %d attempts (%v)",
-					i, steps[i], g.classes[i], g.attempts[i], g.tokens[i], h.classes[i], h.attempts[i], h.tokens[i])
+				t.Errorf("call %d (%v):\n\tgRPC %s after %d attempts, breaker [%s], retry tokens %v\n\tHTTP %s after %d attempts, breaker [%s], retry tokens %v",
+					i, steps[i], g.classes[i], g.attempts[i], g.outcomes[i], g.tokens[i],
+					h.classes[i], h.attempts[i], h.outcomes[i], h.tokens[i])
 			}
 		}
 	}
@@ -331,7 +347,7 @@ func TestATimedOutAttemptIsRetriedOverHTTPOnly(t *testing.T) {
 // retry section says.
 func TestAPostIsNotRetried(t *testing.T) {
 	steps := calls(1, aUnavailable, aOK)
-	g, h := playGRPC(t, diffYAML, steps), playHTTPMethod(t, http.MethodPost, diffYAML, steps)
+	g, h := playGRPC(t, diffYAML, steps), playHTTPWith(t, setup{yml: diffYAML, method: http.MethodPost}, steps)
 	if g.classes[0] != "ok" || g.attempts[0] != 2 {
 		t.Errorf("gRPC: %s after %d attempts, want ok after 2", g.classes[0], g.attempts[0])
 	}

@@ -1,0 +1,106 @@
+package e2e
+
+// Variants of the differential test (transports_test.go): the same kind of
+// scripts through other configurations, each the same YAML for both
+// transports.
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// diffObserveYAML is diffYAML under mode: observe (docs/configuration.md,
+// Observe mode): every policy decides and reports as usual, none acts.
+var diffObserveYAML = strings.Replace(diffYAML, "defaults:\n", "defaults:\n  mode: observe\n", 1)
+
+// diffHedgeYAML hedges instead of retrying (docs/hedging.md); retry is written
+// nowhere, since a retry written and enabled beside hedging is an error.
+// The non-fatal lists name the same answers in each transport's codes.
+const diffHedgeYAML = `
+retryThrottling: { maxTokens: 10, tokenRatio: 1 }
+defaults:
+  adaptiveThrottling: { enabled: false }
+  circuitBreaker:
+    slidingWindowSize: 8
+    minimumNumberOfCalls: 4
+    failureRateThreshold: 50
+    waitDurationInOpenState: 5s
+    maxWaitDurationInOpenState: 20s
+    slowCallDurationThreshold: 500ms
+    slowCallRateThreshold: 75
+  timeout: { perAttempt: 1s, overall: 4s }
+  rateLimiter: { limitForPeriod: 8, limitRefreshPeriod: 1s }
+services:
+  grpc.testing.TestService:
+    hedging: { maxAttempts: 3, hedgingDelay: 300ms, nonFatalStatusCodes: [UNAVAILABLE, RESOURCE_EXHAUSTED] }
+hosts:
+  backend.test:
+    hedging: { maxAttempts: 3, hedgingDelay: 300ms, nonFatalStatusCodes: [503, 429] }
+`
+
+// diffKeyByMethodYAML is diffYAML with a breaker, a bulkhead and a rate limiter
+// per method (gRPC) and per route (HTTP).
+var diffKeyByMethodYAML = strings.Replace(strings.Replace(diffYAML,
+	"  circuitBreaker:\n", "  circuitBreaker:\n    keyBy: method\n", 1),
+	"    retry: { retryableStatusCodes: [503, 429] }\n",
+	"    retry: { retryableStatusCodes: [503, 429] }\n    routes:\n      \"GET /item/{id}\": {}\n", 1)
+
+func TestTransportsAgreeOnVariants(t *testing.T) {
+	for _, v := range []struct {
+		name, yml string
+		// bounded: give every call a deadline (observe mode cuts
+		// nothing: a hung attempt lasts as long as its caller waits).
+		bounded bool
+		// oracle: hold each run to checkRun (written for retries).
+		oracle bool
+	}{
+		{"observe mode", diffObserveYAML, true, true},
+		{"hedging", diffHedgeYAML, false, false},
+		{"keyBy method", diffKeyByMethodYAML, false, true},
+	} {
+		if !strings.Contains(v.yml, "observe") && v.name == "observe mode" ||
+			!strings.Contains(v.yml, "keyBy: method") && v.name == "keyBy method" ||
+			!strings.Contains(v.yml, "routes:") && v.name == "keyBy method" {
+			t.Fatalf("%s: the YAML edit did not apply:\n%s", v.name, v.yml)
+		}
+		for _, seed := range []uint64{11, 12, 13} {
+			t.Run(fmt.Sprintf("%s/seed %d", v.name, seed), func(t *testing.T) {
+				steps := generate(seed, 200)
+				if v.bounded {
+					for i := range steps {
+						if steps[i].deadline == 0 && steps[i].cancel == 0 {
+							steps[i].deadline = 4*time.Second + 5*time.Microsecond
+						}
+					}
+				}
+				compareWith(t, v.yml, steps, v.oracle)
+			})
+		}
+	}
+}
+
+// diffShedYAML is the server's own load shedding in front of the backend:
+// a rate limiter, so that sequential calls are shed (docs/grpc-server.md;
+// docs/http.md, Rejections on the wire). Its rejections reach the client
+// as each transport writes them: RESOURCE_EXHAUSTED with RATE_LIMITED and
+// a pushback trailer, 429 with Meshless-Rejection and Retry-After.
+const diffShedYAML = `
+defaults:
+  rateLimiter: { limitForPeriod: 3, limitRefreshPeriod: 1s }
+`
+
+func TestTransportsAgreeBehindASheddingServer(t *testing.T) {
+	t.Run("table", func(t *testing.T) {
+		compareSetup(t, setup{yml: diffYAML, serverYML: diffShedYAML}, script(
+			calls(3, aOK), calls(1, aOK), calls(1, aUnavailable, aOK), // the 4th and 5th are shed
+			after(time.Second+time.Microsecond, calls(1, aUnavailable, aUnavailable, aOK)), calls(1, aOK),
+			calls(1, aOK)), false)
+	})
+	for _, seed := range []uint64{21, 22} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			compareSetup(t, setup{yml: diffYAML, serverYML: diffShedYAML}, generate(seed, 200), false)
+		})
+	}
+}
