@@ -213,7 +213,7 @@ func playGRPCWith(t *testing.T, su setup, steps []step) (out run) {
 			t.Fatal(err)
 		}
 		defer chain.Close()
-		conn, err := grpc.NewClient("passthrough:///mem", append(chain.DialOptions(),
+		conn, err := grpc.NewClient("passthrough:///mem", append(chain.DialOptions(), grpc.WithChainUnaryInterceptor(resetAfterDeadline),
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		if err != nil {
@@ -232,6 +232,26 @@ func playGRPCWith(t *testing.T, su setup, steps []step) (out run) {
 		}
 	})
 	return out
+}
+
+// resetAfterDeadline, below meshless, holds back a DEADLINE_EXCEEDED that
+// grpc-go returns at the very instant of its context's deadline, before the
+// context reports done, until it does. grpc-go's server resets a stream
+// when the deadline it was sent (grpc-timeout) passes, and its client reads
+// that reset as DEADLINE_EXCEEDED once the deadline is due; in a bubble,
+// with no network latency, the server's deadline is the caller's very
+// instant, so the reset may come before the caller's own timer has ended
+// its context, and the retry policy, which stops for a done context, would
+// take a retry token or not as the scheduler picks. Over a real network the
+// server's timer starts a latency later, and its reset comes after.
+func resetAfterDeadline(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			<-ctx.Done() // due now: the caller's timer fires at this instant
+		}
+	}
+	return err
 }
 
 // grpcClass names what a gRPC caller got.
