@@ -125,6 +125,12 @@ func (c *Call) Done(err error) {
 // hedge sends no more.
 func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 	c := m.Begin(ctx, false)
+	returned := false
+	defer func() {
+		if !returned { // a copy panicked: it goes on up once every copy has returned
+			c.endPanicked()
+		}
+	}()
 	h := hedgedCalls.Get().(*hedgedCall)
 	h.m, h.p, h.deadlines, h.start, h.a = m, c.p, c.deadlines, c.start, a
 	h.deadline, _ = c.deadlines.Deadline() // worked out by Begin: a read
@@ -136,6 +142,7 @@ func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 	}
 	*h = hedgedCall{}
 	hedgedCalls.Put(h)
+	returned = true
 	return n, c.End(c.deferCall(a, err))
 }
 
@@ -325,6 +332,15 @@ func (m *Method) ServeStream(ctx context.Context, fn func() error) (err error, r
 	}
 	defer adm.Abort()
 	return adm.Done(fn()), false
+}
+
+// endPanicked ends a call whose attempt panicked, once the attempt has
+// given its permits back, on the panic's way up: the call's context is
+// released, as End releases it.
+func (c *Call) endPanicked() {
+	if c.cancel != nil {
+		c.cancel()
+	}
 }
 
 // timeoutOf returns the timeout error in err's chain.

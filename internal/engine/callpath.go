@@ -301,8 +301,9 @@ func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
 	}
 	finished := false
 	defer func() {
-		if !finished { // a panicking attempt gives its permits back
+		if !finished { // a panicking attempt gives its permits back, and ends the call
 			c.Abort(&adm, &d)
+			c.endPanicked()
 		}
 	}()
 	aerr := a.Attempt(actx, n)
