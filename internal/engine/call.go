@@ -128,7 +128,7 @@ func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 	returned := false
 	defer func() {
 		if !returned { // a copy panicked: it goes on up once every copy has returned
-			c.endPanicked()
+			c.endPanicked(time.Time{})
 		}
 	}()
 	h := hedgedCalls.Get().(*hedgedCall)
@@ -334,13 +334,38 @@ func (m *Method) ServeStream(ctx context.Context, fn func() error) (err error, r
 	return adm.Done(fn()), false
 }
 
-// endPanicked ends a call whose attempt panicked, once the attempt has
-// given its permits back, on the panic's way up: the call's context is
-// released, as End releases it.
-func (c *Call) endPanicked() {
-	if c.cancel != nil {
-		c.cancel()
+// panicked ends attempt a, which panicked, and its call, on the panic's
+// way up, as runPlain's deferred function does: when the gates still hold
+// the attempt, its permits are given back (Abort) at an end read once,
+// and the call ends then (endPanicked); when a gate's Exit panicked (the
+// gates are exited), the call ends now.
+func (c *Call) panicked(a *pipeline.Admission, d *deadline.AttemptDeadline) {
+	var end time.Time
+	d.Release()
+	if a.Held() {
+		end = c.m.e.now()
+		a.AbortAt(end)
 	}
+	c.endPanicked(end)
+}
+
+// endPanicked ends a call whose attempt panicked, once the attempt has
+// given its permits back, as End ends a call that failed with
+// resilience.ErrPanicked at end (now when zero): the overall timeout
+// counts it (completed, unless its deadline had passed), the call's
+// context is released and the per-call event is recorded, a failure whose
+// error type is the transport's name for an error without a code. Nothing
+// is returned: the caller gets the panic, unchanged.
+func (c *Call) endPanicked(end time.Time) {
+	c.last = end
+	_ = c.End(resilience.ErrPanicked)
+}
+
+// endPanicked is Call.endPanicked for runPlain's first attempt, which
+// panicked: the call began at start, under the caller's ctx, with dls.
+func (m *Method) endPanicked(ctx context.Context, dls *deadline.Call, start, end time.Time) {
+	c := Call{m: m, caller: ctx, ctx: ctx, p: m.unary, deadlines: *dls, start: start}
+	c.endPanicked(end)
 }
 
 // timeoutOf returns the timeout error in err's chain.

@@ -115,8 +115,10 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 			e := m.e.now()
 			g.ExitFrom(&in, &held, 0, k-1, resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Failure,
 				Duration: e.Sub(start), End: e})
+			m.endPanicked(ctx, &dls, start, e)
 		case exiting: // in gate k's Exit: the gates outside it are exited still
 			g.ExitFrom(&in, &held, 1<<k, k, r)
+			m.endPanicked(ctx, &dls, start, time.Time{})
 		}
 	}()
 	var err error
@@ -302,8 +304,7 @@ func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
 	finished := false
 	defer func() {
 		if !finished { // a panicking attempt gives its permits back, and ends the call
-			c.Abort(&adm, &d)
-			c.endPanicked()
+			c.panicked(&adm, &d)
 		}
 	}()
 	aerr := a.Attempt(actx, n)

@@ -2,10 +2,14 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshless/meshless/config"
+	"github.com/meshless/meshless/resilience"
 )
 
 // panicPolicies are the policies of the panic tests: a retry, both
@@ -74,3 +78,105 @@ func TestAPanickingCallEndsItsContext(t *testing.T) {
 type attemptFunc func(ctx context.Context, n int) error
 
 func (f attemptFunc) Attempt(ctx context.Context, n int) error { return f(ctx, n) }
+
+// panicEvents runs one call of script on path's method and returns the
+// events it recorded, one line each, and what it panicked with.
+func panicEvents(t *testing.T, path string, script func(n int) error) ([]string, any) {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		log []string
+	)
+	obs := resilience.ObserverFunc(func(src resilience.Source) resilience.Recorder {
+		return resilience.RecorderFunc(func(_ context.Context, ev resilience.Event) {
+			kind := src.Kind.String()
+			if src.Scope != "" {
+				kind += "/" + src.Scope
+			}
+			line := fmt.Sprintf("%s %v outcome=%v attempt=%d winner=%d timedOut=%v err=%v",
+				kind, ev.Type, ev.Outcome, ev.Attempt, ev.Winner, ev.TimedOut, ev.Err)
+			mu.Lock()
+			log = append(log, line)
+			mu.Unlock()
+		})
+	})
+	e, err := New(panicPolicies(t, path), fakeTransport{}, Options{MaxKeys: 10, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	m := lookup(e, "/a.B/C")
+	if want := path != "call"; m.plain != want {
+		t.Fatalf("%s: plain = %v, want %v", path, m.plain, want)
+	}
+	mu.Lock()
+	log = log[:0]
+	mu.Unlock()
+	a := &scripted{script: script}
+	r := recovered(func() {
+		if path == "once" {
+			_ = m.RunOnce(t.Context(), a)
+			return
+		}
+		_, _ = m.Run(t.Context(), a)
+	})
+	if b := m.Bulkhead(); b != nil && b.Active() != 0 {
+		t.Errorf("%d bulkhead permits out after the call, want 0", b.Active())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]string(nil), log...), r
+}
+
+// countPrefix counts the lines of log that begin with prefix.
+func countPrefix(log []string, prefix string) int {
+	n := 0
+	for _, l := range log {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// panicPaths are the paths a unary call takes: runPlain, a Call, RunOnce,
+// a retry on runPlain's Call, and a hedged call.
+var panicPaths = []struct {
+	name, path string
+	script     func(n int) error
+}{
+	{"plain", "plain", func(int) error { panic("attempt") }},
+	{"call", "call", func(int) error { panic("attempt") }},
+	{"once", "once", func(int) error { panic("attempt") }},
+	{"retry", "plain", func(n int) error {
+		if n == 1 {
+			return &codeError{code: 14} // UNAVAILABLE: retried
+		}
+		panic("attempt")
+	}},
+	{"hedged", "hedged", func(int) error { panic("attempt") }},
+}
+
+// A call whose attempt panics is recorded as a call that failed with
+// resilience.ErrPanicked (meshless.call.duration, error.type the
+// transport's name for an error without a code) and counted by its
+// overall timeout as completed, on every path: it was recorded by neither,
+// so that a method that panics on every call looked idle.
+func TestAPanickingCallIsRecordedAsAFailedCall(t *testing.T) {
+	for _, tc := range panicPaths {
+		t.Run(tc.name, func(t *testing.T) {
+			log, r := panicEvents(t, tc.path, tc.script)
+			if r != "attempt" {
+				t.Fatalf("recovered %v, want the attempt's panic unchanged", r)
+			}
+			want := "call call outcome=failure attempt=0 winner=0 timedOut=false err=" + resilience.ErrPanicked.Error()
+			if n := countPrefix(log, want); n != 1 {
+				t.Errorf("%d call events %q, want 1; events:\n%s", n, want, strings.Join(log, "\n"))
+			}
+			want = "timeout/overall call outcome=success attempt=0 winner=0 timedOut=false"
+			if n := countPrefix(log, want); n != 1 {
+				t.Errorf("%d overall timeout events %q, want 1; events:\n%s", n, want, strings.Join(log, "\n"))
+			}
+		})
+	}
+}

@@ -319,7 +319,19 @@ func (a *Admission) Abort() {
 	if a.n == 0 {
 		return
 	}
-	end := a.p.clock.Now()
+	a.AbortAt(a.p.clock.Now())
+}
+
+// Held reports whether the admission holds permits that Done or Abort
+// has yet to give back.
+func (a *Admission) Held() bool { return a.n > 0 }
+
+// AbortAt is [Admission.Abort] at end, a time the caller read from the
+// pipeline's clock.
+func (a *Admission) AbortAt(end time.Time) {
+	if a.n == 0 {
+		return
+	}
 	a.exit(resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Failure, Duration: end.Sub(a.start), End: end})
 }
 
