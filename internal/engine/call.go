@@ -346,6 +346,7 @@ func (c *Call) panicked(a *pipeline.Admission, d *deadline.AttemptDeadline) {
 		end = c.m.e.now()
 		a.AbortAt(end)
 	}
+	c.Done(resilience.ErrPanicked) // the attempt policy's call: failed, not retried
 	c.endPanicked(end)
 }
 
@@ -362,9 +363,13 @@ func (c *Call) endPanicked(end time.Time) {
 }
 
 // endPanicked is Call.endPanicked for runPlain's first attempt, which
-// panicked: the call began at start, under the caller's ctx, with dls.
+// panicked: the call began at start, under the caller's ctx, with dls. Its
+// attempt policy's call, which runPlain begins once the attempt is over,
+// begins and ends now, as Call.panicked ends it.
 func (m *Method) endPanicked(ctx context.Context, dls *deadline.Call, start, end time.Time) {
-	c := Call{m: m, caller: ctx, ctx: ctx, p: m.unary, deadlines: *dls, start: start}
+	c := Call{m: m, caller: ctx, ctx: ctx, p: m.unary, deadlines: *dls, hasAtt: true, start: start}
+	m.attempts.BeginInto(&c.att, ctx, time.Time{})
+	c.Done(resilience.ErrPanicked)
 	c.endPanicked(end)
 }
 

@@ -37,12 +37,12 @@ type matcher struct {
 }
 
 // match: one of the codes (or, with uncoded, an error that carries none and
-// is no local rejection), and not a rejection a downstream meshless made (an
-// answer, never retried nor hedged, at any hop).
+// is no local rejection nor a panic), and not a rejection a downstream
+// meshless made (an answer, never retried nor hedged, at any hop).
 func (m *matcher) match(err error) bool {
 	code, ok := m.t.Code(err)
 	if !ok {
-		return m.uncoded && !resilience.IsRejection(err)
+		return m.uncoded && !resilience.IsRejection(err) && err != resilience.ErrPanicked
 	}
 	if !m.codes.has(code) {
 		return false

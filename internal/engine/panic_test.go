@@ -180,3 +180,58 @@ func TestAPanickingCallIsRecordedAsAFailedCall(t *testing.T) {
 		})
 	}
 }
+
+// A call whose attempt panics is one logical call for its retry policy
+// (meshless.retry.calls, failed_without_retry or failed_with_retry) and
+// the panicking attempt one of its attempts (meshless.retry.attempts): the
+// policy was never told, and the call was missing from both. A panic is
+// not retried and, as a failure that is no answer of the backend's, takes
+// no retry-throttle token, even where an error without a code is
+// retryable (Options.RetryUncoded, httpmw's).
+func TestAPanickingCallEndsItsRetryPolicysCall(t *testing.T) {
+	for _, tc := range panicPaths {
+		if tc.path == "hedged" {
+			continue // a hedged unary call has no retry policy
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			log, r := panicEvents(t, tc.path, tc.script)
+			if r != "attempt" {
+				t.Fatalf("recovered %v, want the attempt's panic unchanged", r)
+			}
+			n := 1
+			if tc.name == "retry" {
+				n = 2
+			}
+			for _, want := range []string{
+				fmt.Sprintf("retry attempt outcome=failure attempt=%d winner=0 timedOut=false err=%v", n, resilience.ErrPanicked),
+				fmt.Sprintf("retry retry_done outcome=failure attempt=%d winner=0 timedOut=false err=%v", n, resilience.ErrPanicked),
+			} {
+				if got := countPrefix(log, want); got != 1 {
+					t.Errorf("%d events %q, want 1; events:\n%s", got, want, strings.Join(log, "\n"))
+				}
+			}
+		})
+	}
+	t.Run("throttle", func(t *testing.T) {
+		cfg := panicPolicies(t, "plain")
+		cfg.RetryThrottling = &config.RetryThrottlingSection{MaxTokens: config.Ptr(10.0), TokenRatio: config.Ptr(0.1)}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(cfg, fakeTransport{}, Options{MaxKeys: 10, RetryUncoded: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		m := lookup(e, "/a.B/C")
+		a := &scripted{script: func(int) error { panic("attempt") }}
+		for range 3 {
+			if r := recovered(func() { _, _ = m.Run(t.Context(), a) }); r != "attempt" {
+				t.Fatalf("recovered %v, want the attempt's panic unchanged", r)
+			}
+		}
+		if got := e.Throttle().Tokens(); got != 10 {
+			t.Errorf("the retry throttle holds %v tokens after 3 panics, want 10", got)
+		}
+	})
+}
