@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meshless/meshless/internal/timeouthooks"
+	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/timeout"
 )
 
@@ -185,8 +186,9 @@ func (a *AttemptDeadline) End(err error, end time.Time) error {
 func (a *AttemptDeadline) EndIn(err error, end time.Time, took time.Duration) error {
 	ctx := a.parent
 	if ctx == nil {
-		return err // the zero AttemptDeadline
+		return err // the zero AttemptDeadline, or ended
 	}
+	a.parent = nil // ended: Abort only releases (see Pending)
 	ours := false
 	if a.ctx != nil {
 		ours = err != nil && ctx.Err() == nil && (a.ctx.Err() == context.DeadlineExceeded || !end.Before(a.at))
@@ -205,6 +207,22 @@ func (a *AttemptDeadline) EndIn(err error, end time.Time, took time.Duration) er
 		return &timeout.Error{Scope: timeout.Overall, Timeout: p.overallD, Err: err}
 	}
 	return &timeout.Error{Scope: timeout.Attempt, Timeout: p.attemptD, Err: err}
+}
+
+// Pending reports whether the attempt has a deadline that End has not yet
+// ended: an attempt that panicked before it ended is to be aborted.
+func (a *AttemptDeadline) Pending() bool { return a.parent != nil }
+
+// Abort ends an attempt that panicked at end, as End ends one that failed
+// with resilience.ErrPanicked then: the per-attempt timeout counts it
+// (completed, unless its deadline had passed). After End it only releases
+// the context, as Release does.
+func (a *AttemptDeadline) Abort(end time.Time) {
+	if a.parent == nil {
+		a.Release()
+		return
+	}
+	_ = a.EndIn(resilience.ErrPanicked, end, end.Sub(a.start))
 }
 
 // FirstBound returns how long after a call's start its first attempt's

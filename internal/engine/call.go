@@ -335,19 +335,27 @@ func (m *Method) ServeStream(ctx context.Context, fn func() error) (err error, r
 }
 
 // panicked ends attempt a, which panicked, and its call, on the panic's
-// way up, as runPlain's deferred function does: when the gates still hold
-// the attempt, its permits are given back (Abort) at an end read once,
-// and the call ends then (endPanicked); when a gate's Exit panicked (the
-// gates are exited), the call ends now.
+// way up, as runPlain's deferred function does: the attempt's deadline
+// and permits, when Finish had not ended them, at an end read once (abort),
+// the attempt policy's call, and the call, at that end (endPanicked); when
+// a gate's Exit panicked (Finish ended the attempt), the call ends now.
 func (c *Call) panicked(a *pipeline.Admission, d *deadline.AttemptDeadline) {
-	var end time.Time
-	d.Release()
-	if a.Held() {
-		end = c.m.e.now()
-		a.AbortAt(end)
-	}
+	end := c.abort(a, d)
 	c.Done(resilience.ErrPanicked) // the attempt policy's call: failed, not retried
 	c.endPanicked(end)
+}
+
+// abort is Abort, which returns the end it gave the attempt's deadline and
+// gates, zero when Finish had given it them (a gate's Exit panicked).
+func (c *Call) abort(a *pipeline.Admission, d *deadline.AttemptDeadline) time.Time {
+	if !a.Held() && !d.Pending() {
+		d.Release()
+		return time.Time{}
+	}
+	end := c.m.e.now()
+	d.Abort(end)
+	a.AbortAt(end)
+	return end
 }
 
 // endPanicked ends a call whose attempt panicked, once the attempt has

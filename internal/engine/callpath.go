@@ -111,8 +111,8 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 		case entering: // in a gate's Enter
 			g.ExitFrom(&in, &held, 0, k-1, resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Ignored})
 		case running: // in the attempt
-			d.Release()
 			e := m.e.now()
+			d.Abort(e)
 			g.ExitFrom(&in, &held, 0, k-1, resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Failure,
 				Duration: e.Sub(start), End: e})
 			m.endPanicked(ctx, &dls, start, e)
@@ -466,13 +466,11 @@ func (c *classes) verdict(r resilience.Result) throttler.Verdict {
 	return throttler.DefaultVerdict(r)
 }
 
-// Abort ends an admitted attempt that panicked: its deadline's context is
-// released and every permit given back. After Finish it does nothing but
-// for the deadline, which is released once.
-func (c *Call) Abort(a *pipeline.Admission, d *deadline.AttemptDeadline) {
-	d.Release()
-	a.Abort()
-}
+// Abort ends an admitted attempt that panicked: its deadline counts it as
+// an attempt that failed with resilience.ErrPanicked (its context
+// released) and every permit is given back. After Finish it does nothing
+// but for the deadline, which is released once.
+func (c *Call) Abort(a *pipeline.Admission, d *deadline.AttemptDeadline) { c.abort(a, d) }
 
 // Next reports a failed attempt's result to the attempt policy: true and
 // the wait before the next attempt when it retries. A method that does not

@@ -235,3 +235,24 @@ func TestAPanickingCallEndsItsRetryPolicysCall(t *testing.T) {
 		}
 	})
 }
+
+// A panicking attempt is counted by its per-attempt timeout
+// (meshless.timeout.calls, kind attempt) as an attempt that ended at the
+// panic: completed, its deadline being an hour away. It was not counted.
+func TestAPanickingAttemptIsCountedByItsTimeout(t *testing.T) {
+	for _, tc := range panicPaths {
+		t.Run(tc.name, func(t *testing.T) {
+			log, r := panicEvents(t, tc.path, tc.script)
+			if r != "attempt" {
+				t.Fatalf("recovered %v, want the attempt's panic unchanged", r)
+			}
+			want, n := "timeout/attempt call outcome=success attempt=0 winner=0 timedOut=false", 1
+			if tc.name == "retry" {
+				n = 2 // the failure before the panic
+			}
+			if got := countPrefix(log, want); got != n {
+				t.Errorf("%d events %q, want %d; events:\n%s", got, want, n, strings.Join(log, "\n"))
+			}
+		})
+	}
+}
