@@ -107,7 +107,11 @@ func (h *Hedge) Run(ctx context.Context, fn func(ctx context.Context, copy int) 
 	r := h.newRun(ctx)
 	r.fn = fn
 	r.ctx, r.cancel = context.WithCancel(ctx)
-	winner, err = r.done(r.run())
+	ran := false
+	defer r.panicked(&ran)
+	winner, err = r.run()
+	ran = true
+	winner, err = r.done(winner, err)
 	h.release(r)
 	return winner, err
 }
@@ -117,7 +121,11 @@ func (h *Hedge) Run(ctx context.Context, fn func(ctx context.Context, copy int) 
 func (h *Hedge) runCopies(ctx context.Context, c hedgehooks.Copies) (int, error) {
 	r := h.newRun(ctx)
 	r.copies = c
-	winner, err := r.done(r.run())
+	ran := false
+	defer r.panicked(&ran)
+	winner, err := r.run()
+	ran = true
+	winner, err = r.done(winner, err)
 	h.release(r)
 	return winner, err
 }
@@ -179,14 +187,6 @@ func init() {
 	hedgehooks.Run = func(h any, ctx context.Context, c hedgehooks.Copies) (int, error) {
 		return h.(*Hedge).runCopies(ctx, c)
 	}
-}
-
-// done records the call's event.
-func (r *hedgeRun) done(winner int, err error) (int, error) {
-	if rec := r.h.rec; rec != nil {
-		rec.Record(r.caller, resilience.Event{Type: resilience.EventHedgeDone, Attempt: r.sent, Winner: winner, Err: err})
-	}
-	return winner, err
 }
 
 type hedgeResult struct {

@@ -256,3 +256,17 @@ func TestAPanickingAttemptIsCountedByItsTimeout(t *testing.T) {
 		})
 	}
 }
+
+// A hedged call whose copy panics is over for its hedging policy
+// (meshless.hedging.attempts, no winner), on the engine's path
+// (hedgehooks.Run): it was not reported.
+func TestAPanickingHedgedCallIsOverForItsHedge(t *testing.T) {
+	log, r := panicEvents(t, "hedged", func(int) error { panic("attempt") })
+	if r != "attempt" {
+		t.Fatalf("recovered %v, want the attempt's panic unchanged", r)
+	}
+	want := "hedging hedge_done outcome=success attempt=1 winner=0 timedOut=false err=" + resilience.ErrPanicked.Error()
+	if got := countPrefix(log, want); got != 1 {
+		t.Errorf("%d events %q, want 1; events:\n%s", got, want, strings.Join(log, "\n"))
+	}
+}
