@@ -97,6 +97,12 @@ func newStream(ctx context.Context, m *engine.Method, o *options, timed bool, de
 	}
 	s.call = m.Begin(ctx, true)
 	s.ctx, s.cancel = context.WithCancel(s.call.Context())
+	opened := false
+	defer func() {
+		if !opened { // the streamer panicked: open gave the attempt's permits back
+			s.cancel()
+		}
+	}()
 	// No other goroutine knows s until it is returned: no lock is needed yet.
 	// Next counts a failure in the retry budget whether or not the method
 	// retries; it comes before the cancel: a done context moves nothing.
@@ -115,6 +121,7 @@ func newStream(ctx context.Context, m *engine.Method, o *options, timed bool, de
 		}
 		err = s.open()
 	}
+	opened = true
 	if err != nil {
 		s.cancel()
 		return nil, s.call.End(err)
