@@ -101,6 +101,7 @@ func newStream(ctx context.Context, m *engine.Method, o *options, timed bool, de
 	defer func() {
 		if !opened { // the streamer panicked: open gave the attempt's permits back
 			s.cancel()
+			s.call.EndPanicked()
 		}
 	}()
 	// No other goroutine knows s until it is returned: no lock is needed yet.
@@ -401,6 +402,7 @@ func (s *streamState) openHeld() error {
 			s.cancel()
 			s.sent, s.sentBytes = nil, 0
 			s.mu.Unlock()
+			s.call.EndPanicked() // as endLocked ends it: once, ended is set
 		}
 	}()
 	err := s.open()

@@ -370,6 +370,16 @@ func (c *Call) endPanicked(end time.Time) {
 	_ = c.End(resilience.ErrPanicked)
 }
 
+// EndPanicked ends a call, a stream's, whose attempt panicked once
+// [Call.Abort] has ended the attempt, on the panic's way up, which it
+// does not stop: its attempt policy's call ends with a failure that is not
+// retried, and the call as End ends one that failed with
+// resilience.ErrPanicked now (endPanicked). Call it instead of End.
+func (c *Call) EndPanicked() {
+	c.Done(resilience.ErrPanicked)
+	c.endPanicked(time.Time{})
+}
+
 // endPanicked is Call.endPanicked for runPlain's first attempt, which
 // panicked: the call began at start, under the caller's ctx, with dls. Its
 // attempt policy's call, which runPlain begins once the attempt is over,
