@@ -113,8 +113,8 @@ func TestAStreamThatPanicsOpeningIsRecordedAsAFailedCall(t *testing.T) {
 				switch ev := rec.Event; {
 				case rec.Source.Kind == resilience.KindCall && ev.Type == resilience.EventCall:
 					calls++
-					if ev.Outcome != resilience.Failure {
-						t.Errorf("the call's event: outcome %v, want failure", ev.Outcome)
+					if ev.Outcome != resilience.Failure || ev.ErrorType != "UNKNOWN" {
+						t.Errorf("the call's event: outcome %v, error type %q; want failure, UNKNOWN (metrics.md)", ev.Outcome, ev.ErrorType)
 					}
 				case rec.Source.Kind == resilience.KindRetry && ev.Type == resilience.EventRetryDone:
 					retries++
