@@ -42,6 +42,10 @@ import (
 func (c *Chain) StreamClientInterceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		m := c.lookup(fullMethod, cc)
+		if err := ctx.Err(); err != nil && m.Observes() { // observe mode changes nothing: see engine.Method.Ended
+			defer func() { _ = m.Ended(ctx, err) }()
+			return streamer(ctx, desc, cc, fullMethod, opts...)
+		}
 		if m.Hedges() && desc.ServerStreams && !desc.ClientStreams {
 			return newHedgedStream(ctx, m, c.timed, desc, cc, fullMethod, streamer, opts), nil // hedge_stream.go
 		}

@@ -63,13 +63,35 @@ func (m *Method) Begin(ctx context.Context, stream bool) Call {
 // backend, which was never asked — the error a transport would give it at
 // once (gRPC's DEADLINE_EXCEEDED) is no sign of the backend's health. The
 // call is recorded with err, the context's error, which Ended returns as
-// the caller sees it (Transport.Final).
+// the caller sees it (Transport.Final). In observe mode a transport passes
+// the call on instead, and records it with Ended (see [Method.Observes]).
 func (m *Method) Ended(ctx context.Context, err error) error {
 	if m.observe {
 		ctx = resilience.Observe(ctx)
 	}
 	c := Call{m: m, caller: ctx, ctx: ctx, p: m.unary, start: m.e.now()}
 	return c.End(err)
+}
+
+// Observes reports whether the method is in observe mode, which changes
+// nothing about a call: a transport passes on a call whose context had
+// ended before it began (see [Method.Ended]) as it would without meshless,
+// and records it with Ended.
+func (m *Method) Observes() bool { return m.observe }
+
+// ended ends a unary call whose context, the caller's, had ended before it
+// began, with err, the context's error: as [Method.Ended] in enforce mode.
+// Observe mode changes nothing about the call: a makes it once, with ctx as
+// the caller gave it and outside every policy (nothing counts it for or
+// against the backend), and its error is returned as it is; the call is
+// recorded as Ended records it under enforce, with err. It returns the
+// number of the attempt whose result the call returns, as Run does.
+func (m *Method) ended(ctx context.Context, a Attempt, err error) (int, error) {
+	if !m.observe {
+		return 0, m.Ended(ctx, err)
+	}
+	defer func() { _ = m.Ended(ctx, err) }()
+	return 1, WithoutPushback(a.Attempt(ctx, 1))
 }
 
 // Context returns the call's context: the caller's, bounded by the overall
@@ -258,7 +280,8 @@ func (h *hedgedCall) end() {
 // that could not be retried ([Call.Done]).
 func (m *Method) RunOnce(ctx context.Context, a Attempt) error {
 	if err := ctx.Err(); err != nil {
-		return m.Ended(ctx, err)
+		_, err = m.ended(ctx, a, err)
+		return err
 	}
 	c := m.Begin(ctx, false)
 	err := c.attempt(c.ctx, a, 1)

@@ -59,7 +59,7 @@ func hotIndex(key string) int {
 // error as the caller sees it.
 func (m *Method) Run(ctx context.Context, a Attempt) (int, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, m.Ended(ctx, err)
+		return m.ended(ctx, a, err)
 	}
 	if m.hedge != nil {
 		return m.runHedged(ctx, a)
