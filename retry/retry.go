@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/meshless/meshless/internal/retryhooks"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -222,12 +223,24 @@ func (a *Attempts) Done(err error) {
 
 // Wait sleeps d on the policy's clock. It returns false, and reports the call
 // over, if the context ends first.
-func (a *Attempts) Wait(d time.Duration) bool {
+func (a *Attempts) Wait(d time.Duration) bool { return a.wait(d, false) }
+
+// wait is Wait; ctxErr: the call the context ends is over with the
+// context's error, not the last attempt's (retryhooks.WaitOrEnd).
+func (a *Attempts) wait(d time.Duration, ctxErr bool) bool {
 	if a.r.sleep(a.ctx, d) {
 		return true
 	}
-	a.finish(a.lastErr, ReasonContextDone)
+	err := a.lastErr
+	if ctxErr {
+		err = a.ctx.Err()
+	}
+	a.finish(err, ReasonContextDone)
 	return false
+}
+
+func init() {
+	retryhooks.WaitOrEnd = func(a any, d time.Duration) bool { return a.(*Attempts).wait(d, true) }
 }
 
 // verdict judges a failed attempt's error before the attempt count and the

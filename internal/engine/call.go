@@ -10,6 +10,7 @@ import (
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/hedgehooks"
 	"github.com/meshless/meshless/internal/pipeline"
+	"github.com/meshless/meshless/internal/retryhooks"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 	"github.com/meshless/meshless/timeout"
@@ -126,9 +127,10 @@ func (c *Call) FinishCopy(a *pipeline.Admission, d *deadline.AttemptDeadline, er
 }
 
 // Wait sleeps a backoff; false when the call's context ended first (the
-// call is then over for the attempt policy, and its error is the
-// context's, as Run returns it: the caller gave up).
-func (c *Call) Wait(d time.Duration) bool { return c.att.Wait(d) }
+// call is then over for the attempt policy, with the context's error, the
+// error Run returns and a stream ends with: the caller gave up, so the
+// policy's "retry done" event agrees with the call's own record).
+func (c *Call) Wait(d time.Duration) bool { return retryhooks.WaitOrEnd(&c.att, d) }
 
 // Done reports the result of the call's last attempt when it can no longer
 // be retried (a stream that committed), and ends the attempt policy's call.

@@ -276,7 +276,7 @@ func (c *Call) retry(a Attempt, n int, err error) (int, error) {
 	var last error
 	for {
 		wait, again := c.Next(err)
-		if again && !c.att.Wait(wait) {
+		if again && !c.Wait(wait) {
 			return n, c.ctx.Err()
 		}
 		if !again {
