@@ -125,8 +125,16 @@ func (c *Cluster) InstanceID() string { return c.o.instance }
 func (c *Cluster) Connected() bool { return c.health.Load() == healthUp }
 
 // Add makes b part of the cluster, under its name: instances share the
-// breakers of the same name. Adding a breaker twice changes nothing.
+// breakers of the same name. Adding a breaker twice changes nothing, and
+// so does adding one to a closed (or closing) cluster: b decides alone.
 func (c *Cluster) Add(b *circuitbreaker.Breaker) {
+	// Under life, as Close marks the cluster closed: a breaker added before
+	// is in the list Close returns to deciding alone, and none is added after.
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.closed {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.entries[b]; ok {
@@ -227,7 +235,8 @@ func (c *Cluster) Start() {
 // Close stops the cluster and returns its breakers to deciding alone. It
 // does not close the Redis client. Once Close has returned, the cluster's
 // goroutines have ended and nothing starts them again ([Cluster.Start]
-// does nothing); a second Close waits for the first.
+// does nothing), [Cluster.Add] adds nothing and [Cluster.Sync] does nothing
+// but return an error; a second Close waits for the first.
 func (c *Cluster) Close() {
 	c.closeOnce.Do(func() {
 		c.life.Lock()
@@ -235,6 +244,10 @@ func (c *Cluster) Close() {
 		c.life.Unlock()
 		close(c.stop)
 		c.wg.Wait()
+		// Under syncMu: a manual Sync that began before the cluster was
+		// closed ends first, and one after finds it closed (Sync).
+		c.syncMu.Lock()
+		defer c.syncMu.Unlock()
 		for _, e := range c.list() {
 			c.Remove(e.b)
 		}

@@ -24,12 +24,23 @@ const maxStale = 64
 // configured timeout. An error means Redis did not answer: every breaker
 // then decides locally until a sync succeeds. Sync is for tests and for
 // programs that want a sync at a moment of their choosing; it is safe to
-// call while the cluster runs.
+// call while the cluster runs. Once the cluster is closed (or closing) Sync
+// does nothing: it sends nothing to Redis, changes no breaker, and returns
+// an error that says the cluster is closed.
 func (c *Cluster) Sync(ctx context.Context) error {
 	c.syncMu.Lock()
 	defer c.syncMu.Unlock()
+	c.life.Lock()
+	closed := c.closed
+	c.life.Unlock()
+	if closed {
+		return errClosed
+	}
 	return redacted(c.sync(ctx))
 }
+
+// errClosed is Sync's error on a closed cluster.
+var errClosed = errors.New("cluster: Sync after Close: the cluster is closed")
 
 func (c *Cluster) sync(ctx context.Context) error {
 	if err := c.flush(ctx); err != nil {
