@@ -120,8 +120,9 @@ defaults:
 	})
 }
 
-// Issue 9 item 9: while a stream's RecvMsg sleeps a backoff, Context,
-// Header and CloseSend from another goroutine answer at once.
+// Issue 9 item 9: while a stream's RecvMsg sleeps a backoff, Context
+// and CloseSend from another goroutine answer at once (Header waits for
+// the next attempt's header: docs/grpc-streams.md).
 func TestIssue9StreamBackoffDoesNotHoldTheLock(t *testing.T) {
 	f := new(faultServer)
 	f.setStream(func(*testgrpc.StreamingOutputCallRequest, testgrpc.TestService_StreamingOutputCallServer) error {

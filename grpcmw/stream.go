@@ -88,7 +88,10 @@ type streamState struct {
 	sent      []any                    // messages sent so far, to replay
 	sentBytes int                      // their size on the wire
 	closeSent bool
-	waiting   bool // RecvMsg is in a backoff, without the lock; it ends the retry
+	waiting   bool      // RecvMsg or Header is in a backoff, without the lock; it ends the retry
+	reading   bool      // RecvMsg (or Header, for its status) reads the current attempt, without the lock
+	attempts  int       // the streams opened: Header knows whether the one it read is still current
+	over      sync.Cond // on mu: a read or a retry ended (reading, waiting, cur or done changed)
 	done      bool
 	ended     bool // endLocked ran: the call's end is recorded once
 }
@@ -96,6 +99,7 @@ type streamState struct {
 func newStream(ctx context.Context, m *engine.Method, o *options, timed bool, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	s := &streamState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts,
 		replay: m.StreamRetries(), limit: o.retryBufferLimit, timed: timed}
+	s.over.L = &s.mu
 	if err := ctx.Err(); err != nil {
 		return nil, m.Ended(ctx, err) // the backend is never asked: see engine.Method.Ended
 	}
@@ -180,6 +184,7 @@ func (s *streamState) open() (err error) {
 		return s.finishAttempt(err)
 	}
 	s.cur, s.cancelCur = cs, cancel
+	s.attempts++
 	return nil
 }
 
@@ -245,6 +250,7 @@ func (s *streamState) finishLocked(err, aerr error) {
 		return
 	}
 	s.done = true
+	s.over.Broadcast()
 	if aerr == io.EOF {
 		aerr = nil
 	}
@@ -253,12 +259,6 @@ func (s *streamState) finishLocked(err, aerr error) {
 		s.call.Done(aerr)
 	}
 	s.endLocked(aerr)
-}
-
-func (s *streamState) current() grpc.ClientStream {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cur
 }
 
 // SendMsg sends a message. Until the call commits, a retrying method keeps
@@ -329,8 +329,11 @@ func (cs *clientStream) RecvMsg(msg any) error {
 	defer runtime.KeepAlive(cs) // its cleanup ends the stream: not while a method runs
 	s := cs.streamState
 	for {
-		err := s.current().RecvMsg(msg)
 		s.mu.Lock()
+		for s.reading || s.waiting { // Header reads the attempt's status, or retries
+			s.over.Wait()
+		}
+		err := s.readLocked(s.cur, msg)
 		if err == nil {
 			if !s.received {
 				s.adm.Commit(nil) // a half-open probe's verdict: see StreamClientInterceptor
@@ -343,51 +346,86 @@ func (cs *clientStream) RecvMsg(msg any) error {
 			s.mu.Unlock()
 			return nil
 		}
-		aerr := err
-		if err != io.EOF && !s.done {
-			aerr = withPushback(err, s.trailer)
-		}
-		if err == io.EOF || !s.replay || s.committed || s.done {
-			s.finishLocked(err, aerr)
-			s.mu.Unlock()
+		err, again := s.failedLocked(err)
+		s.mu.Unlock()
+		if !again {
 			return err
 		}
-		// A failure before the call committed: settle this attempt and try
-		// the call again, replaying what was sent, while the policy allows.
-		s.settleLocked(err)
-		for {
-			wait, again := s.call.Next(aerr)
-			if !again {
-				s.endLocked(err)
-				s.mu.Unlock()
-				return err
-			}
-			// The backoff runs without the lock, so that Context, Header
-			// and CloseSend answer meanwhile. Only the context's end can
-			// finish the stream now, and it also cuts the wait short.
-			s.waiting = true
-			s.mu.Unlock()
-			ok := s.call.Wait(wait)
-			s.mu.Lock()
-			s.waiting = false
-			if !ok || s.done {
-				// Only the context's end cuts the wait or ends the stream
-				// meanwhile: the caller gets its status, as from newStream.
-				if cerr := s.call.Context().Err(); cerr != nil {
-					err = cerr
-				}
-				s.endLocked(err)
-				s.mu.Unlock()
-				return contextStatus(err)
-			}
-			oerr := s.openHeld()
-			if oerr == nil {
-				break // receive on the new attempt
-			}
-			err, aerr = oerr, oerr
-		}
-		s.mu.Unlock()
 	}
+}
+
+// failedLocked handles the current attempt's failure err, which RecvMsg
+// (or Header) read: it ends the stream, or, for a failure before the call
+// committed that the policy retries, settles the attempt and opens the
+// next one, replaying what was sent. again reports a new attempt; else err
+// is the status that ended the stream. Called with s.mu held, which it
+// releases during a backoff.
+func (s *streamState) failedLocked(err error) (_ error, again bool) {
+	aerr := err
+	if err != io.EOF && !s.done {
+		aerr = withPushback(err, s.trailer)
+	}
+	if err == io.EOF || !s.replay || s.committed || s.done {
+		s.finishLocked(err, aerr)
+		return err, false
+	}
+	s.settleLocked(err)
+	for {
+		wait, again := s.call.Next(aerr)
+		if !again {
+			s.endLocked(err)
+			return err, false
+		}
+		// The backoff runs without the lock, so that Context, Trailer and
+		// CloseSend answer meanwhile (Header and RecvMsg wait for the next
+		// attempt). Only the context's end can finish the stream now, and
+		// it also cuts the wait short.
+		s.waiting = true
+		s.mu.Unlock()
+		ok := s.call.Wait(wait)
+		s.mu.Lock()
+		s.waiting = false
+		s.over.Broadcast()
+		if !ok || s.done {
+			// Only the context's end cuts the wait or ends the stream
+			// meanwhile: the caller gets its status, as from newStream.
+			if cerr := s.call.Context().Err(); cerr != nil {
+				err = cerr
+			}
+			s.endLocked(err)
+			return contextStatus(err), false
+		}
+		oerr := s.openHeld()
+		if oerr == nil {
+			return nil, true // receive on the new attempt
+		}
+		err, aerr = oerr, oerr
+	}
+}
+
+// readLocked receives msg from cur, the current attempt, without the lock:
+// it is taken again when RecvMsg returns, on every path (reading stays true
+// meanwhile, so that no other goroutine reads cur at once). Called with
+// s.mu held and no read under way; it returns with s.mu held, but not if
+// cur.RecvMsg panics.
+func (s *streamState) readLocked(cur grpc.ClientStream, msg any) (err error) {
+	s.reading = true
+	s.mu.Unlock()
+	returned := false
+	defer func() {
+		if !returned {
+			s.mu.Lock()
+		}
+		s.reading = false
+		s.over.Broadcast()
+		if !returned {
+			s.mu.Unlock()
+		}
+	}()
+	err = cur.RecvMsg(msg)
+	s.mu.Lock()
+	returned = true
+	return err
 }
 
 // openHeld is open for RecvMsg, which holds s.mu: when the streamer (an
@@ -430,23 +468,14 @@ func (s *streamState) endLocked(err error) {
 	s.sent, s.sentBytes = nil, 0
 }
 
-// Header returns the current attempt's header. Headers that reach the
-// caller commit the call (gRFC A6): what the caller saw is not replaced by
-// another attempt's.
-func (cs *clientStream) Header() (metadata.MD, error) {
-	defer runtime.KeepAlive(cs) // its cleanup ends the stream: not while a method runs
-	md, err := cs.current().Header()
-	if md != nil && err == nil {
-		s := cs.streamState
-		s.mu.Lock()
-		s.commitLocked()
-		s.mu.Unlock()
-	}
-	return md, err
-}
-
 // Trailer returns the current attempt's trailer.
 func (cs *clientStream) Trailer() metadata.MD { return cs.current().Trailer() }
+
+func (s *streamState) current() grpc.ClientStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
 
 // Context returns the current attempt's context.
 func (cs *clientStream) Context() context.Context { return cs.current().Context() }
