@@ -13,8 +13,10 @@ import (
 // grpc-go's own retry (gRFC A6), Header takes part in the retry: an attempt
 // that ended without a header (a Trailers-Only failure, which grpc-go's
 // ClientStream.Header reports as no header and no error) is retried, while
-// the policy allows, and Header returns the next attempt's header. Headers
-// that reach the caller commit the call: what the caller saw is not
+// the policy allows, and Header returns the next attempt's header. So is
+// the header of an attempt whose failure a RecvMsg already read, and
+// retries: Header waits for the retry and returns the next attempt's.
+// Headers that reach the caller commit the call: what the caller saw is not
 // replaced by another attempt's. A call that ends without a header (its
 // attempts ran out, or it failed or ended OK at once) returns no header and
 // no error, as gRPC's: RecvMsg returns its status.
@@ -27,6 +29,13 @@ func (cs *clientStream) Header() (metadata.MD, error) {
 		s.mu.Unlock()
 		md, err := cur.Header()
 		s.mu.Lock()
+		for s.attempts == n && s.waiting {
+			s.over.Wait() // that attempt failed and is being retried
+		}
+		if s.attempts != n {
+			s.mu.Unlock()
+			continue // a retry replaced it: its header is not the call's
+		}
 		if md != nil || err != nil {
 			if err == nil {
 				s.commitLocked()

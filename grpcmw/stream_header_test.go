@@ -177,3 +177,32 @@ func TestARetryingStreamsHeaderWhenTheAttemptsRunOut(t *testing.T) {
 		}
 	})
 }
+
+// A Header beside a RecvMsg that is retrying an attempt which sent its
+// header and then failed (RecvMsg read the failure first: the header never
+// reached the caller, so the call had not committed, docs/grpc.md "when
+// retries stop for a stream"): Header waits for the retry and returns the
+// next attempt's header, so the caller's header and responses come from
+// one attempt. (Header returned attempt 1's header, committing the call
+// too late to stop the retry, and RecvMsg delivered attempt 2's responses.)
+func TestARetryingStreamsHeaderDuringARetryIsTheNextAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &hdrServer{ok: 2, headersFirst: true}
+		client, _, stop := inBubbleDial(t, h, meshlessStreamRetry, grpc.WithDisableRetry())
+		defer stop()
+		st := openHdr(t, client)
+		var msgs []string
+		var code codes.Code
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			msgs, code = recvRest(st)
+		}()
+		synctest.Wait() // RecvMsg read attempt 1's failure and waits out the backoff
+		hdr := headerValue(st.Header())
+		<-done
+		if got := strings.Join(msgs, " "); hdr != "2" || got != "2/0 2/1" || code != codes.OK || h.n.Load() != 2 {
+			t.Fatalf("Header %s beside [%s], %v after %d attempts; want attempt 2's header and responses, OK, after 2", hdr, got, code, h.n.Load())
+		}
+	})
+}
