@@ -265,11 +265,15 @@ func (s *streamState) finishLocked(err, aerr error) {
 // it to replay; the message that would outgrow the buffer commits the call.
 // When the current attempt has already ended, a message that is kept
 // reports success: RecvMsg learns how the attempt ended and, if the policy
-// retries, replays every kept message on the next attempt.
+// retries, replays every kept message on the next attempt. During a
+// retry's backoff SendMsg waits for the next attempt.
 func (cs *clientStream) SendMsg(msg any) error {
 	defer runtime.KeepAlive(cs) // its cleanup ends the stream: not while a method runs
 	s := cs.streamState
 	s.mu.Lock()
+	for s.waiting { // as grpc-go's: the message goes to the next attempt, after the replay
+		s.over.Wait()
+	}
 	if s.replay && !s.committed {
 		if n, ok := wireSize(msg); ok && s.sentBytes+n <= s.limit {
 			s.sent = append(s.sent, msg)

@@ -16,6 +16,8 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/grpcmw"
 )
 
 // hdrServer answers StreamingOutputCall and FullDuplexCall by attempt (from
@@ -203,6 +205,52 @@ func TestARetryingStreamsHeaderDuringARetryIsTheNextAttempts(t *testing.T) {
 		<-done
 		if got := strings.Join(msgs, " "); hdr != "2" || got != "2/0 2/1" || code != codes.OK || h.n.Load() != 2 {
 			t.Fatalf("Header %s beside [%s], %v after %d attempts; want attempt 2's header and responses, OK, after 2", hdr, got, code, h.n.Load())
+		}
+	})
+}
+
+// A message that outgrows the retry buffer, sent while RecvMsg waits out a
+// retry's backoff, goes to the next attempt after the kept ones, as with
+// grpc-go's own retry, and commits the call there. (It went to the failed
+// attempt and committed the call, dropping the kept message, and the retry
+// went on: the next attempt had nothing to replay, neither the kept
+// message nor the CloseSend, and the server waited for them in vain.)
+func TestARetryingStreamsSendDuringItsBackoffGoesToTheNextAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &hdrServer{ok: 2}
+		client, _, stop := inBubbleOf(t, h, meshlessStreamRetry,
+			[]grpcmw.Option{grpcmw.WithRetryBufferLimit(32)}, []grpc.DialOption{grpc.WithDisableRetry()})
+		defer stop()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		st, err := client.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&testgrpc.StreamingOutputCallRequest{Payload: payload("a")}); err != nil {
+			t.Fatal(err)
+		}
+		var msgs []string
+		var code codes.Code
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			msgs, code = recvRest(st)
+		}()
+		synctest.Wait() // RecvMsg read attempt 1's failure and waits out the backoff
+		b := strings.Repeat("b", 64)
+		if err := st.Send(&testgrpc.StreamingOutputCallRequest{Payload: payload(b)}); err != nil {
+			t.Errorf("Send of the message past the buffer = %v; want it sent on attempt 2", err)
+		}
+		_ = st.CloseSend()
+		select {
+		case <-done:
+		case <-time.After(time.Minute): // the bubble's time: all else is blocked for good
+			cancel() // end the stream inside the bubble
+			<-done
+		}
+		if got := strings.Join(msgs, " "); got != "2/a 2/"+b || code != codes.OK || h.n.Load() != 2 {
+			t.Fatalf("[%s], %v after %d attempts; want attempt 2's echo of both messages, OK, after 2", got, code, h.n.Load())
 		}
 	})
 }
