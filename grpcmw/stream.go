@@ -175,7 +175,7 @@ func (s *streamState) open() (err error) {
 		opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&s.trailer))
 	}
 	cs, err := s.streamer(actx, s.desc, s.cc, s.fullMethod, opts...)
-	if err == nil && len(s.sent) > 0 {
+	if err == nil && (len(s.sent) > 0 || s.closeSent) { // a CloseSend alone is replayed too
 		err = s.replayLocked(cs)
 	}
 	opened = true

@@ -254,3 +254,39 @@ func TestARetryingStreamsSendDuringItsBackoffGoesToTheNextAttempt(t *testing.T) 
 		}
 	})
 }
+
+// A bidi call that closes its sending side without sending anything, and
+// whose attempt fails before it commits: the retry replays the CloseSend,
+// and the server's answer ends the call. (The CloseSend was replayed only
+// with kept messages: the next attempt never saw the half-close, and the
+// server waited for it in vain.)
+func TestARetryingStreamReplaysACloseSendWithoutMessages(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &hdrServer{ok: 2}
+		client, _, stop := inBubbleDial(t, h, meshlessStreamRetry, grpc.WithDisableRetry())
+		defer stop()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		st, err := client.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = st.CloseSend()
+		var msgs []string
+		var code codes.Code
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			msgs, code = recvRest(st)
+		}()
+		select {
+		case <-done:
+		case <-time.After(time.Minute): // the bubble's time: all else is blocked for good
+			cancel() // end the stream inside the bubble
+			<-done
+		}
+		if hdr := headerValue(st.Header()); len(msgs) != 0 || code != codes.OK || hdr != "2" || h.n.Load() != 2 {
+			t.Fatalf("header %s, [%s], %v after %d attempts; want attempt 2's header and OK, after 2", hdr, strings.Join(msgs, " "), code, h.n.Load())
+		}
+	})
+}
