@@ -193,6 +193,21 @@ type probe struct {
 	start   time.Time
 	settled atomic.Bool
 	stop    func() bool
+	// recorded is closed once the context's end, having settled the probe,
+	// has recorded it: the call's own report, coming meanwhile, waits for
+	// it, so that a call's result is recorded by the time the call returns.
+	recorded chan struct{}
+}
+
+// report records the probe's result from the call itself, unless its
+// context's end settled it first: then it waits until that record is made.
+func (pr *probe) report(record func()) {
+	if !pr.settled.CompareAndSwap(false, true) {
+		<-pr.recorded
+		return
+	}
+	pr.stop()
+	record()
 }
 
 // acquire asks the breaker to admit one call. It returns a permit to report
@@ -243,12 +258,13 @@ func (b *Breaker) acquireProbe(ctx context.Context, p *period) (permit, error) {
 	b.mu.Unlock()
 
 	start := b.config().clock.Now()
-	pr := &probe{per: p, start: start}
+	pr := &probe{per: p, start: start, recorded: make(chan struct{})}
 	pm := permit{b: b, per: p, ctx: ctx, start: start, probe: pr}
 	pr.stop = context.AfterFunc(ctx, func() {
 		if !pr.settled.CompareAndSwap(false, true) {
 			return // reported already
 		}
+		defer close(pr.recorded)
 		o := resilience.Ignored
 		if ctx.Err() == context.DeadlineExceeded {
 			o = resilience.Failure
@@ -275,14 +291,15 @@ func (p permit) Record(o resilience.Outcome) {
 	if p.b == nil {
 		return
 	}
-	if p.probe != nil {
-		if !p.probe.settled.CompareAndSwap(false, true) {
-			return // already settled by the context's end
-		}
-		p.probe.stop()
+	record := func() {
+		now := p.b.config().clock.Now()
+		p.b.finish(p.ctx, p.per, p.probe, o, now.Sub(p.start), now)
 	}
-	now := p.b.config().clock.Now()
-	p.b.finish(p.ctx, p.per, p.probe, o, now.Sub(p.start), now)
+	if p.probe != nil {
+		p.probe.report(record) // unless already settled by the context's end
+		return
+	}
+	record()
 }
 
 // Commit takes a committed attempt's result now when the attempt is a

@@ -157,11 +157,8 @@ func (b *Breaker) Exit(ctx context.Context, pm resilience.Permit, r resilience.R
 		if !b.quiet(v, b.config(), r.Outcome, r.Duration) {
 			b.finish(ctx, v, nil, r.Outcome, r.Duration, r.End)
 		}
-	case *probe:
-		if v.settled.CompareAndSwap(false, true) { // else settled by its context's end
-			v.stop()
-			b.finish(ctx, v.per, v, r.Outcome, r.Duration, r.End)
-		}
+	case *probe: // unless settled by its context's end
+		v.report(func() { b.finish(ctx, v.per, v, r.Outcome, r.Duration, r.End) })
 	}
 	return r.Err
 }
