@@ -1,12 +1,9 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/internal/yamldecode"
 )
 
 // Limits on a configuration document. A document over a limit is refused
@@ -54,13 +52,11 @@ func Parse(data []byte, checks ...Check) (*Config, error) {
 		return nil, configError(err)
 	}
 	cfg := new(Config)
-	d := &decoder{failed: map[string][]string{}, lines: map[string]int{}}
-	d.document(root, reflect.ValueOf(cfg).Elem())
+	errs, failed, lines := decode(root, cfg)
 	// What could not be read is left unset (inherited), so validation of the
 	// rest still finds every other problem; what depends on it is not
 	// reported a second time.
-	errs := d.errs
-	if err := cfg.validate(d.failed, d.lines, checks); err != nil {
+	if err := cfg.validate(failed, lines, checks); err != nil {
 		errs = append(errs, unjoin(err)...)
 	}
 	if len(errs) > 0 {
@@ -99,24 +95,22 @@ func tooLarge(size string) error {
 	return &PathError{Path: rootPath, Problem: fmt.Sprintf("the document is %s bytes; the limit is %d bytes (1 MiB)", size, MaxConfigSize)}
 }
 
-// parseYAML reads the one document of data; nil when there is none.
+// parseYAML reads the one document of data (internal/yamldecode); nil when
+// there is none.
 func parseYAML(data []byte) (*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var root yaml.Node
-	if err := dec.Decode(&root); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, nil
-		}
-		return nil, syntaxError(data, err)
+	root, p := yamldecode.Read(data)
+	if p != nil {
+		return nil, &PathError{Path: orRoot(p.Path), Line: p.Line, Problem: p.Message}
 	}
-	var next yaml.Node
-	switch err := dec.Decode(&next); {
-	case errors.Is(err, io.EOF):
-		return &root, nil
-	case err != nil:
-		return nil, syntaxError(data, err)
+	return root, nil
+}
+
+// orRoot writes the root's path for an empty one.
+func orRoot(path string) string {
+	if path == "" {
+		return rootPath
 	}
-	return nil, &PathError{Path: rootPath, Line: next.Line, Problem: "a second document starts here (after ---); a configuration is one document"}
+	return path
 }
 
 // PathError is a problem with one value of a configuration. Path is where it
@@ -143,44 +137,32 @@ func (e *PathError) Error() string {
 	return msg
 }
 
-type decoder struct {
-	errs []error
-	// values counts the keys and values decoded, aliases expanded.
-	values int
-	// section is the section being decoded ("defaults.retry"), or "".
-	section string
-	// failed lists, per section, the keys that could not be decoded ("" for
-	// the whole section), so validation does not report them again.
-	failed map[string][]string
-	// lines holds the line of each key decoded, by path.
-	lines map[string]int
-	// http is set while the hosts section is decoded: its status codes are
-	// HTTP status numbers.
-	http bool
+// The decoding itself is internal/yamldecode's, strict and with every
+// problem's path and line; what follows is this schema's part of it: its
+// own value types, its sections and the choices it writes canonically.
+
+// schema is the configuration's, for internal/yamldecode.
+var schema = yamldecode.Schema{
+	MaxValues: MaxConfigValues,
+	Leaf:      leaf,
+	Section:   func(t reflect.Type) bool { return sectionTypes[t] },
+	Decoded:   decoded,
 }
 
-func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
-	d.errs = append(d.errs, &PathError{Path: path, Line: n.Line, Problem: fmt.Sprintf(format, args...)})
-	if d.section == "" {
-		return
+// decode decodes the document root into cfg and returns the problems found
+// (each a *PathError), the keys of each section that could not be decoded,
+// and the line of each key, by path.
+func decode(root *yaml.Node, cfg *Config) (errs []error, failed map[string][]string, lines map[string]int) {
+	d := yamldecode.New(schema)
+	document(d, root, reflect.ValueOf(cfg).Elem())
+	for _, p := range d.Problems {
+		errs = append(errs, &PathError{Path: p.Path, Line: p.Line, Problem: p.Message})
 	}
-	key := strings.TrimPrefix(strings.TrimPrefix(path, d.section), ".")
-	key, _, _ = strings.Cut(key, ".")
-	key, _, _ = strings.Cut(key, "[")
-	d.failed[d.section] = append(d.failed[d.section], key)
-}
-
-// count counts one more value; false once the document holds too many.
-func (d *decoder) count(n *yaml.Node, path string) bool {
-	d.values++
-	if d.values == MaxConfigValues+1 {
-		d.fail(n, path, "the document holds more than %d keys and values (aliases count each time they are used); this is where the limit was reached", MaxConfigValues)
-	}
-	return d.values <= MaxConfigValues
+	return errs, d.Failed, d.Lines
 }
 
 // document decodes the root node into the Config v.
-func (d *decoder) document(root *yaml.Node, v reflect.Value) {
+func document(d *yamldecode.Decoder, root *yaml.Node, v reflect.Value) {
 	if root == nil || len(root.Content) == 0 {
 		return
 	}
@@ -192,10 +174,10 @@ func (d *decoder) document(root *yaml.Node, v reflect.Value) {
 		return
 	}
 	if n.Kind != yaml.MappingNode {
-		d.fail(n, rootPath, "the document must be a mapping (defaults, services, …), got %s", show(n))
+		d.Fail(n, rootPath, "the document must be a mapping (defaults, services, …), got %s", yamldecode.Show(n))
 		return
 	}
-	d.value(n, "", v)
+	d.Value(n, "", v)
 }
 
 var (
@@ -218,138 +200,28 @@ var (
 	}
 )
 
-// value decodes n into v, which is addressable, and reports whether it did:
-// v is left as it was (unset) when n could not be decoded.
-func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) bool {
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
+// leaf decodes the schema's own value types: durations, status codes and
+// names.
+func leaf(d *yamldecode.Decoder, n *yaml.Node, path string, v reflect.Value) (handled, ok bool) {
+	switch v.Type() {
+	case durationType:
+		return true, duration(d, n, path, v)
+	case codesType:
+		return true, decodeCodes(d, n, path, v)
+	case namesType:
+		return true, names(d, n, path, v)
 	}
-	if !d.count(n, path) {
-		return false
-	}
-	return d.counted(n, path, v)
+	return false, false
 }
 
-// counted is value of a node already counted (a pointer's element is the
-// pointer's value: counted once).
-func (d *decoder) counted(n *yaml.Node, path string, v reflect.Value) bool {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return true // an empty value: absent
+// decoded writes a circuitBreaker key, or a level's mode, canonically.
+func decoded(t reflect.Type, key string, f reflect.Value) {
+	if t == breakerType || t == policiesType {
+		if t == policiesType {
+			key = "policies." + key
+		}
+		canonicalEnum(key, f)
 	}
-	switch t := v.Type(); {
-	case t == durationType:
-		return d.duration(n, path, v)
-	case t == codesType:
-		return d.codes(n, path, v)
-	case t == namesType:
-		return d.names(n, path, v)
-	case t.Kind() == reflect.Pointer:
-		e := reflect.New(t.Elem())
-		if !d.counted(n, path, e.Elem()) {
-			return false
-		}
-		v.Set(e)
-	case t.Kind() == reflect.Struct:
-		return d.mapping(n, path, v)
-	case t.Kind() == reflect.Map:
-		return d.keyed(n, path, v)
-	case t.Kind() == reflect.Int:
-		var i int
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
-			d.fail(n, path, "want an integer, got %s", show(n))
-			return false
-		}
-		v.SetInt(int64(i))
-	case t.Kind() == reflect.Float64:
-		var f float64
-		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") || n.Decode(&f) != nil {
-			d.fail(n, path, "want a number, got %s", show(n))
-			return false
-		}
-		v.SetFloat(f)
-	case t.Kind() == reflect.Bool:
-		var b bool
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
-			d.fail(n, path, "want true or false, got %s", show(n))
-			return false
-		}
-		v.SetBool(b)
-	case t.Kind() == reflect.String:
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-			d.fail(n, path, "want a string, got %s", show(n))
-			return false
-		}
-		v.SetString(n.Value)
-	default:
-		d.fail(n, path, "cannot be set (%s)", t)
-		return false
-	}
-	return true
-}
-
-// plainKey reports whether k is a key this schema reads: not a YAML merge
-// key (<<), which it does not expand, nor an alias, which would be read as
-// its anchor's name; each is an error.
-func (d *decoder) plainKey(k *yaml.Node, path string) bool {
-	switch {
-	case k.Tag == "!!merge" || k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0:
-		d.fail(k, path, "a YAML merge key (<<) is not supported: write the settings out, or put them at a level above, which this one inherits")
-		return false
-	case k.Kind == yaml.AliasNode:
-		d.fail(k, path, "an alias (*%s) is not supported as a key", k.Value)
-		return false
-	}
-	return true
-}
-
-// mapping decodes a YAML mapping into a struct, refusing unknown keys.
-func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) bool {
-	if n.Kind != yaml.MappingNode {
-		d.fail(n, path, "want a mapping of keys to values, got %s", show(n))
-		return false
-	}
-	fields := fieldsOf(v)
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		kp := Join(path, k.Value)
-		if !d.count(k, kp) {
-			return true
-		}
-		if !d.plainKey(k, path) {
-			continue
-		}
-		if seen[k.Value] {
-			d.fail(k, kp, "appears twice")
-			continue
-		}
-		seen[k.Value] = true
-		f, ok := fields[k.Value]
-		if !ok {
-			d.fail(k, kp, "unknown key (known here: %s)", strings.Join(sortedKeys(fields), ", "))
-			continue
-		}
-		d.lines[kp] = k.Line
-		if d.section == "" && sectionTypes[f.Type()] {
-			d.section = kp
-			d.value(val, kp, f)
-			d.section = ""
-			continue
-		}
-		d.http = d.http || (path == "" && k.Value == "hosts")
-		ok = d.value(val, kp, f)
-		if path == "" {
-			d.http = false
-		}
-		if ok && (v.Type() == breakerType || v.Type() == policiesType) {
-			key := k.Value
-			if v.Type() == policiesType {
-				key = "policies." + key
-			}
-			canonicalEnum(key, f)
-		}
-	}
-	return true
 }
 
 // canonicalEnum rewrites a value that names one of a few choices (a
@@ -379,78 +251,43 @@ func canonicalEnum(key string, f reflect.Value) {
 	f.Elem().SetString(s)
 }
 
-// keyed decodes a YAML mapping into a map[string]*T.
-func (d *decoder) keyed(n *yaml.Node, path string, v reflect.Value) bool {
-	if n.Kind != yaml.MappingNode {
-		d.fail(n, path, "want a mapping of names to settings, got %s", show(n))
-		return false
-	}
-	if v.IsNil() {
-		v.Set(reflect.MakeMap(v.Type()))
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		kp := Join(path, k.Value)
-		if !d.count(k, kp) {
-			return true
-		}
-		if !d.plainKey(k, path) {
-			continue
-		}
-		if k.Kind != yaml.ScalarNode || k.Value == "" {
-			d.fail(k, path, "want a non-empty name as key, got %s", show(k))
-			continue
-		}
-		if v.MapIndex(reflect.ValueOf(k.Value)).IsValid() {
-			d.fail(k, kp, "appears twice")
-			continue
-		}
-		d.lines[kp] = k.Line
-		e := reflect.New(v.Type().Elem()).Elem()
-		d.value(val, kp, e)
-		if e.IsNil() { // `Charge:` with nothing under it
-			e.Set(reflect.New(v.Type().Elem().Elem()))
-		}
-		v.SetMapIndex(reflect.ValueOf(k.Value), e)
-	}
-	return true
-}
-
-func (d *decoder) duration(n *yaml.Node, path string, v reflect.Value) bool {
+func duration(d *yamldecode.Decoder, n *yaml.Node, path string, v reflect.Value) bool {
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!int") {
-		d.fail(n, path, "want a duration such as 100ms or 2s, got %s", show(n))
+		d.Fail(n, path, "want a duration such as 100ms or 2s, got %s", yamldecode.Show(n))
 		return false
 	}
 	dur, err := time.ParseDuration(n.Value)
 	if err != nil {
-		d.fail(n, path, "want a duration such as 100ms or 2s, got %q", Clip(n.Value))
+		d.Fail(n, path, "want a duration such as 100ms or 2s, got %q", Clip(n.Value))
 		return false
 	}
 	v.SetInt(int64(dur))
 	return true
 }
 
-// codes decodes a list of status codes; a list with a code that cannot be
-// read is left unset.
-func (d *decoder) codes(n *yaml.Node, path string, v reflect.Value) bool {
+// decodeCodes decodes a list of status codes; a list with a code that
+// cannot be read is left unset. Under hosts (HTTP's section) the codes are HTTP
+// status numbers.
+func decodeCodes(d *yamldecode.Decoder, n *yaml.Node, path string, v reflect.Value) bool {
 	if n.Kind != yaml.SequenceNode {
-		d.fail(n, path, "want a list of status codes such as [UNAVAILABLE], got %s", show(n))
+		d.Fail(n, path, "want a list of status codes such as [UNAVAILABLE], got %s", yamldecode.Show(n))
 		return false
 	}
+	http := strings.HasPrefix(path, "hosts.")
 	cs := make(Codes, 0, len(n.Content))
 	ok := true
 	for i, e := range n.Content {
 		ep := path + "[" + strconv.Itoa(i) + "]"
-		if !d.count(e, ep) {
+		if !d.Count(e, ep) {
 			return false
 		}
 		parse, want := parseCode, "a gRPC code name such as UNAVAILABLE, or a number 0-16"
-		if d.http {
+		if http {
 			parse, want = parseHTTPCode, "an HTTP status number 100-599 under hosts"
 		}
 		c, known := parse(e.Value)
 		if e.Kind != yaml.ScalarNode || !known {
-			d.fail(e, ep, "unknown status code %s (%s)", show(e), want)
+			d.Fail(e, ep, "unknown status code %s (%s)", yamldecode.Show(e), want)
 			ok = false
 			continue
 		}
@@ -464,20 +301,20 @@ func (d *decoder) codes(n *yaml.Node, path string, v reflect.Value) bool {
 
 // names decodes a list of strings; a list with an item that is not a
 // string is left unset.
-func (d *decoder) names(n *yaml.Node, path string, v reflect.Value) bool {
+func names(d *yamldecode.Decoder, n *yaml.Node, path string, v reflect.Value) bool {
 	if n.Kind != yaml.SequenceNode {
-		d.fail(n, path, "want a list such as [x-request-id], got %s", show(n))
+		d.Fail(n, path, "want a list such as [x-request-id], got %s", yamldecode.Show(n))
 		return false
 	}
 	ns := make(Names, 0, len(n.Content))
 	ok := true
 	for i, e := range n.Content {
 		ep := path + "[" + strconv.Itoa(i) + "]"
-		if !d.count(e, ep) {
+		if !d.Count(e, ep) {
 			return false
 		}
 		if e.Kind != yaml.ScalarNode || e.Tag != "!!str" {
-			d.fail(e, ep, "want a string, got %s", show(e))
+			d.Fail(e, ep, "want a string, got %s", yamldecode.Show(e))
 			ok = false
 			continue
 		}
@@ -489,93 +326,14 @@ func (d *decoder) names(n *yaml.Node, path string, v reflect.Value) bool {
 	return ok
 }
 
-// fieldsOf maps the YAML keys of struct v to its fields, inline structs
-// flattened.
-func fieldsOf(v reflect.Value) map[string]reflect.Value {
-	out := map[string]reflect.Value{}
-	t := v.Type()
-	for i := range t.NumField() {
-		tag := t.Field(i).Tag.Get("yaml")
-		name, opts, _ := strings.Cut(tag, ",")
-		switch {
-		case name == "-" || !t.Field(i).IsExported():
-		case strings.Contains(opts, "inline"):
-			for k, f := range fieldsOf(v.Field(i)) {
-				out[k] = f
-			}
-		default:
-			out[name] = v.Field(i)
-		}
-	}
-	return out
-}
-
-func sortedKeys(m map[string]reflect.Value) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
 // Join appends key to a configuration path, as [PathError] paths are
 // written: keys that are not plain words (service names have dots) are
 // quoted, and long keys clipped.
-func Join(path, key string) string {
-	key = Clip(key)
-	if !plain(key) {
-		key = strconv.Quote(key)
-	}
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func plain(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
-// show describes a node for an error message.
-func show(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.Tag == "!!str" {
-			return strconv.Quote(Clip(n.Value))
-		}
-		return Clip(n.Value)
-	}
-	return "nothing"
-}
-
-// maxShown is how many runes of a key or value a message shows.
-const maxShown = 64
+func Join(path, key string) string { return yamldecode.Join(path, key) }
 
 // Clip shortens s, a key or value for a message, to 64 runes, marking the
 // cut with "…".
-func Clip(s string) string {
-	r := 0
-	for i := range s {
-		if r == maxShown {
-			return s[:i] + "…"
-		}
-		r++
-	}
-	return s
-}
+func Clip(s string) string { return yamldecode.Clip(s) }
 
 // Marshal returns the configuration as YAML that [Parse] reads back to the
 // same configuration.

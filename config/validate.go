@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/meshless/meshless/internal/yamldecode"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -33,17 +34,17 @@ func setAnywhere(levels []level, section, key string) bool {
 }
 
 func isSet(p *Policies, section, key string) bool {
-	s, ok := fieldsOf(reflect.ValueOf(p).Elem())[section]
+	s, ok := yamldecode.Fields(reflect.ValueOf(p).Elem())[section]
 	if !ok || s.IsNil() {
 		return false
 	}
 	first, rest, nested := strings.Cut(key, ".")
-	f, ok := fieldsOf(s.Elem())[first]
+	f, ok := yamldecode.Fields(s.Elem())[first]
 	if !ok || f.IsNil() {
 		return false
 	}
 	if nested {
-		g, ok := fieldsOf(f.Elem())[rest]
+		g, ok := yamldecode.Fields(f.Elem())[rest]
 		return ok && !g.IsNil()
 	}
 	return true
@@ -189,7 +190,7 @@ func checkMethodLevel(p *Policies, path string, keyBy string, add func(path, pro
 // setKeys lists the YAML keys a section sets.
 func setKeys(section any) []string {
 	var out []string
-	for k, f := range fieldsOf(reflect.ValueOf(section).Elem()) {
+	for k, f := range yamldecode.Fields(reflect.ValueOf(section).Elem()) {
 		if !f.IsNil() {
 			out = append(out, k)
 		}
