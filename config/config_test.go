@@ -122,3 +122,36 @@ func TestAProblemWithAnInheritedKeyNamesTheLevelThatMeetsIt(t *testing.T) {
 		}
 	}
 }
+
+// mode is read in any case at every level (docs/configuration.md): a
+// service's or a host's too, whose settings are written inline beside
+// methods or routes.
+func TestModeInAnyCaseAtEveryLevel(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+defaults: { mode: Enforce }
+services:
+  a.B:
+    mode: OBSERVE
+    methods:
+      Get: { mode: ENFORCE }
+hosts:
+  api.x:
+    mode: Observe
+    routes:
+      "GET /v1": { mode: Enforce }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Method("a.B", "Put").Observe || cfg.Method("a.B", "Get").Observe || !cfg.Route("api.x", "GET /x").Observe || cfg.Route("api.x", "GET /v1").Observe {
+		t.Errorf("observe: a.B/Put %v (want true), a.B/Get %v (want false), api.x %v (want true), api.x GET /v1 %v (want false)",
+			cfg.Method("a.B", "Put").Observe, cfg.Method("a.B", "Get").Observe, cfg.Route("api.x", "GET /x").Observe, cfg.Route("api.x", "GET /v1").Observe)
+	}
+	out, err := cfg.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(out), "mode: observe"); n != 2 || strings.Count(string(out), "mode: enforce") != 3 {
+		t.Errorf("Marshal wrote the modes other than canonically:\n%s", out)
+	}
+}

@@ -185,7 +185,13 @@ var (
 	codesType    = reflect.TypeFor[Codes]()
 	namesType    = reflect.TypeFor[Names]()
 	breakerType  = reflect.TypeFor[CircuitBreakerSection]()
-	policiesType = reflect.TypeFor[Policies]()
+	// policiesTypes are the levels: Policies, and Service and Host, which
+	// write theirs inline.
+	policiesTypes = map[reflect.Type]bool{
+		reflect.TypeFor[Policies](): true,
+		reflect.TypeFor[Service]():  true,
+		reflect.TypeFor[Host]():     true,
+	}
 	// sectionTypes are the sections validation checks as a whole.
 	sectionTypes = map[reflect.Type]bool{
 		reflect.TypeFor[*CircuitBreakerSection]():     true,
@@ -216,8 +222,8 @@ func leaf(d *yamldecode.Decoder, n *yaml.Node, path string, v reflect.Value) (ha
 
 // decoded writes a circuitBreaker key, or a level's mode, canonically.
 func decoded(t reflect.Type, key string, f reflect.Value) {
-	if t == breakerType || t == policiesType {
-		if t == policiesType {
+	if t == breakerType || policiesTypes[t] {
+		if policiesTypes[t] {
 			key = "policies." + key
 		}
 		canonicalEnum(key, f)
