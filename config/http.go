@@ -2,13 +2,11 @@ package config
 
 import (
 	"fmt"
-	"net/http"
-	"net/url"
-	"regexp"
 	"strconv"
-	"strings"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/meshless/meshless/internal/httpnames"
 )
 
 // HTTP's scope: the hosts section, read by httpmw. Its status codes are HTTP
@@ -135,85 +133,32 @@ func checkNoDeadLetter(p *Policies, path string, add func(path, problem string))
 }
 
 // checkHostName refuses a host key that a request's URL cannot carry as its
-// host: a scheme, a path, a bad port, upper case (hosts compare without
-// case; httpmw lower-cases a request's host before it looks it up).
+// host (internal/httpnames), and the engine's name for unknown hosts.
 func checkHostName(host, path string, add func(path, problem string)) {
-	const want = "want host[:port] as a request's URL writes it, such as api.weather.example or 127.0.0.1:8080"
 	if host == otherName {
 		add(path, otherName+" is the name of the entry unknown hosts share; it cannot be configured")
 		return
 	}
-	u, err := url.Parse("http://" + host)
-	if err != nil || u.Host != host || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Hostname() == "" {
-		add(path, want)
-		return
-	}
-	if strings.Contains(host, ":") && !strings.HasSuffix(host, "]") {
-		if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
-			add(path, want+"; the port must be a number 1-65535")
-			return
-		}
-	}
-	if strings.ToLower(host) != host {
-		add(path, fmt.Sprintf("write the host in lower case (%s): hosts compare without case", strings.ToLower(host)))
+	if problem := httpnames.HostProblem(host); problem != "" {
+		add(path, problem)
 	}
 }
 
 // otherName is the engine's name for unknown keys (engine.Other).
 const otherName = "_OTHER"
 
-// registeredAt is the part of net/http's conflict message that names the
-// source line of a registration (here, this file's).
-var registeredAt = regexp.MustCompile(` \(registered at [^)]*\)`)
-
-// checkRoutes registers every route pattern of a host on a scratch
-// http.ServeMux, so that the standard library itself parses them and finds
-// conflicts (two patterns that match the same requests), and reports each
-// refusal; a pattern with a host of its own is refused too (the host is the
-// key above it). ServeMux refuses a pattern by panicking: the panic is
-// recovered here, and nothing else is done under it.
+// checkRoutes reports each route pattern of a host that net/http refuses,
+// or that conflicts with another of the host's (internal/httpnames).
 func checkRoutes(routes map[string]*Policies, hpath string, add func(path, problem string)) {
-	mux := http.NewServeMux()
-	for _, r := range sortedNames(routes) {
-		rpath := Join(hpath+".routes", r)
-		if problem := PatternProblem(r); problem != "" {
-			add(rpath, problem)
-			continue
-		}
-		if problem := register(mux, r); problem != "" {
-			add(rpath, problem)
-		}
-	}
+	httpnames.CheckRoutes(sortedNames(routes), func(r, problem string) {
+		add(Join(hpath+".routes", r), problem)
+	})
 }
 
 // PatternProblem returns what is wrong with a route's pattern before
 // net/http reads it ("" when nothing): a pattern must be "[METHOD ]/path",
 // with no host (the route's host is the key above it).
-func PatternProblem(pattern string) string {
-	rest := pattern
-	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
-		rest = strings.TrimLeft(pattern[i+1:], " \t")
-	}
-	if !strings.HasPrefix(rest, "/") {
-		return `want a net/http pattern "[METHOD ]/path" such as "GET /v1/current/{city}", with no host (the host is the key above it)`
-	}
-	return ""
-}
-
-// register registers pattern on mux, and returns net/http's refusal, if
-// any, as a problem.
-func register(mux *http.ServeMux, pattern string) (problem string) {
-	defer func() {
-		if r := recover(); r != nil {
-			msg := registeredAt.ReplaceAllString(fmt.Sprint(r), "")
-			msg = strings.ReplaceAll(strings.TrimSpace(msg), ":\n", ": ")
-			msg = strings.ReplaceAll(msg, "\n", "; ")
-			problem = "not a net/http ServeMux pattern: " + msg
-		}
-	}()
-	mux.Handle(pattern, http.NotFoundHandler())
-	return ""
-}
+func PatternProblem(pattern string) string { return httpnames.PatternProblem(pattern) }
 
 // checkCodes refuses status codes of the wrong scope's kind: gRPC codes
 // (0–16) at a gRPC level, HTTP status numbers (100–599) and no 2xx (a
