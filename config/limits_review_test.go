@@ -39,8 +39,9 @@ func TestASyntaxErrorAfterManyListItemsIsFound(t *testing.T) {
 // docs/configuration.md: "A document is at most 1 MiB and 10,000
 // keys and values". 4,000 services written `name: {}` are 8,002 keys and
 // values, yet the limit is reported reached at the 3,333rd: every value
-// decoded into a pointer field is counted twice (decode.go value: count,
-// then the pointer case calls value again, which counts again).
+// decoded into a pointer field was counted twice (the decoder's value, now
+// internal/yamldecode's Value: it counted, then its pointer case called
+// value again, which counted again).
 func TestTheValueLimitCountsEachValueOnce(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("services:\n")
