@@ -21,7 +21,7 @@ type codeKey struct {
 }
 
 // codeKeys derives every YAML key from grpcmw.Config's structs by their yaml
-// tags, as the decoder (grpcmw/decode.go, fieldsOf) reads them: "-" and
+// tags, as the decoder (internal/yamldecode, Fields) reads them: "-" and
 // unexported fields skipped, inline structs flattened. A Policies value
 // (defaults, a service, a method) starts over at the root, so a policy key is
 // written once (circuitBreaker.enabled) however many levels may set it; a
