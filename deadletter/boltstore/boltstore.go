@@ -293,16 +293,24 @@ func parsePos(p string) ([]byte, error) {
 	return seqKey(n), nil
 }
 
-// decode reads an entry stored at k, with v its encoding. An entry under a
-// key that is no sequence number (a hostile file's) is corrupt: it could
-// never be acknowledged, and would be replayed at every round.
-func decode(k, v []byte) (deadletter.Entry, error) {
+// decode reads an entry stored at k in key's bucket, with v its encoding.
+// An entry under a key that is no sequence number (a hostile file's) is
+// corrupt: it could never be acknowledged, and would be replayed at every
+// round. So is one that names another key than the bucket it is read from
+// (a damaged or hand-edited file): replayed, it would reach the handler
+// under another key's identity.
+func decode(key string, k, v []byte) (deadletter.Entry, error) {
 	e := deadletter.Entry{Pos: pos(k)}
 	if len(k) != 8 {
 		return e, errors.New("boltstore: an entry under a key that is no sequence number")
 	}
-	err := e.UnmarshalBinary(v)
-	return e, err
+	if err := e.UnmarshalBinary(v); err != nil {
+		return e, err
+	}
+	if e.Key != key {
+		return e, fmt.Errorf("%w: the entry at %s of key %q names key %q", deadletter.ErrInvalidEntry, e.Pos, key, e.Key)
+	}
+	return e, nil
 }
 
 // Append implements [deadletter.Store]: the entry is on disk (fdatasync)
@@ -343,7 +351,7 @@ func (s *Store) Stats(_ context.Context, key string) (deadletter.Stats, error) {
 		}
 		st = deadletter.Stats{Waiting: int(k.nw), Parked: int(k.np), Bytes: k.bytes}
 		if ck, v := k.waiting.Cursor().First(); ck != nil {
-			if e, err := decode(ck, v); err == nil {
+			if e, err := decode(key, ck, v); err == nil {
 				st.Oldest = e.Enqueued
 			}
 		}
@@ -400,7 +408,7 @@ func (s *Store) List(_ context.Context, key string, state deadletter.State, afte
 			}
 		}
 		for ; ck != nil && len(out) < n; ck, v = c.Next() {
-			if e, err := decode(ck, v); err == nil {
+			if e, err := decode(key, ck, v); err == nil {
 				out = append(out, e)
 			}
 		}
@@ -410,10 +418,10 @@ func (s *Store) List(_ context.Context, key string, state deadletter.State, afte
 }
 
 // findParked returns the sequence key of key's parked entry id.
-func findParked(k *keyBucket, id string) ([]byte, deadletter.Entry, bool) {
+func findParked(key string, k *keyBucket, id string) ([]byte, deadletter.Entry, bool) {
 	c := k.parked.Cursor()
 	for ck, v := c.First(); ck != nil; ck, v = c.Next() {
-		if e, err := decode(ck, v); err == nil && e.ID == id {
+		if e, err := decode(key, ck, v); err == nil && e.ID == id {
 			return append([]byte(nil), ck...), e, true
 		}
 	}
@@ -430,7 +438,7 @@ func (s *Store) Requeue(_ context.Context, key, id string, now time.Time) error 
 		if k == nil {
 			return deadletter.ErrNotFound
 		}
-		pk, e, ok := findParked(k, id)
+		pk, e, ok := findParked(key, k, id)
 		if !ok {
 			return deadletter.ErrNotFound
 		}
@@ -467,7 +475,7 @@ func (s *Store) Purge(_ context.Context, key, id string) error {
 		if k == nil {
 			return deadletter.ErrNotFound
 		}
-		pk, _, ok := findParked(k, id)
+		pk, _, ok := findParked(key, k, id)
 		if !ok {
 			return deadletter.ErrNotFound
 		}

@@ -64,7 +64,7 @@ func (l *lease) Next(context.Context) (deadletter.Entry, bool, error) {
 		if ck == nil {
 			return nil
 		}
-		if e, err = decode(ck, v); err != nil {
+		if e, err = decode(l.key, ck, v); err != nil {
 			bad = append([]byte(nil), ck...)
 			return nil
 		}
@@ -145,7 +145,7 @@ func (l *lease) Fail(_ context.Context, e deadletter.Entry, maxReplays int) (int
 			}
 			return nil
 		}
-		cur, err := decode(sk, v)
+		cur, err := decode(l.key, sk, v)
 		if err != nil {
 			return err
 		}
