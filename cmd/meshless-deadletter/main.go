@@ -21,6 +21,7 @@ import (
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/deadletter/boltstore"
 	"github.com/meshless/meshless/deadletter/redisstore"
+	"github.com/meshless/meshless/internal/dlraw"
 )
 
 const usage = `meshless-deadletter lists, inspects, requeues and purges the entries of
@@ -43,13 +44,16 @@ The store:
 
 Commands:
   keys                          the keys that hold entries, with their figures
-  list KEY [waiting|parked]     a key's entries, oldest first (default: parked)
-       [-n N] [-after POS]      at most N (default 100, at most 1000), after a position
+  list KEY [waiting|parked]     a key's entries, oldest first (default: parked),
+       [-n N] [-after POS]      those that do not decode too, with the reason;
+                                at most N (default 100, at most 1000), after a position
   show KEY ID                   one entry: what to call, metadata, payload
   requeue KEY (ID... | -all)    move parked entries back to the tail of the key's
                                 waiting entries: replayed again from scratch,
                                 with the same replay id
-  purge KEY (ID... | -all)      delete parked entries
+  purge KEY (ID... | -at POS... | -all)
+                                delete parked entries: by ID, by position (an
+                                entry that does not decode has no ID), or all
 
 Exit status: 0 done, 1 failed, 2 a usage error.
 `
@@ -209,6 +213,9 @@ func list(ctx context.Context, s deadletter.Store, args []string, w io.Writer) e
 	if *n < 1 || *n > deadletter.MaxList {
 		return fmt.Errorf("%w: -n must be in [1, %d]", errUsage, deadletter.MaxList)
 	}
+	if raw := dlraw.Of(s); raw != nil {
+		return listRaw(ctx, raw, key, state, *after, *n, w)
+	}
 	es, err := s.List(ctx, key, state, *after, *n)
 	if err != nil {
 		return err
@@ -302,50 +309,70 @@ func show(ctx context.Context, s deadletter.Store, key, id string, w io.Writer) 
 	return nil
 }
 
-func operate(ctx context.Context, s deadletter.Store, op, key string, ids []string, w io.Writer) error {
-	if i := slices.Index(ids, "--all"); i >= 0 {
-		ids[i] = "-all" // as Go's flags take --all
+func operate(ctx context.Context, s deadletter.Store, op, key string, args []string, w io.Writer) error {
+	if i := slices.Index(args, "--all"); i >= 0 {
+		args[i] = "-all" // as Go's flags take --all
 	}
-	if slices.Contains(ids, "-all") {
-		if len(ids) != 1 {
+	raw := dlraw.Of(s)
+	var (
+		todo []parked // what to requeue or purge: by ID, or at a position
+		bad  []string // positions of parked entries requeue cannot move
+	)
+	switch {
+	case slices.Contains(args, "-all"):
+		if len(args) != 1 {
 			return fmt.Errorf("%w: %s KEY (ID... | -all)", errUsage, op)
 		}
-		ids = nil
-		after := ""
-		for range deadletter.MaxMaxEntries/deadletter.MaxList + 1 {
-			if err := ctx.Err(); err != nil { // the bbolt store does not watch ctx
-				return err
+		all, err := allParked(ctx, s, key)
+		if err != nil {
+			return err
+		}
+		for _, p := range all {
+			switch {
+			case op == "purge" && raw != nil:
+				todo = append(todo, parked{pos: p.pos}) // by position: no search by ID
+			case p.id == "":
+				bad = append(bad, p.pos)
+			default:
+				todo = append(todo, parked{id: p.id})
 			}
-			es, err := s.List(ctx, key, deadletter.Parked, after, deadletter.MaxList)
-			if err != nil {
-				return err
-			}
-			for _, e := range es {
-				ids = append(ids, e.ID)
-			}
-			if len(es) < deadletter.MaxList {
-				break
-			}
-			after = es[len(es)-1].Pos
+		}
+	case args[0] == "-at":
+		if op != "purge" || raw == nil || len(args) < 2 {
+			return fmt.Errorf("%w: purge KEY -at POS...", errUsage)
+		}
+		for _, pos := range args[1:] {
+			todo = append(todo, parked{pos: pos})
+		}
+	default:
+		for _, id := range args {
+			todo = append(todo, parked{id: id})
 		}
 	}
 	now := time.Now()
 	done := 0
-	for _, id := range ids {
+	for _, p := range todo {
 		err := ctx.Err() // -timeout: the bbolt store does not watch ctx
+		what := p.id
 		switch {
 		case err != nil:
 		case op == "requeue":
-			err = s.Requeue(ctx, key, id, now)
+			err = s.Requeue(ctx, key, p.id, now)
+		case p.id == "":
+			what = "at " + p.pos
+			err = raw.PurgeAt(ctx, key, p.pos)
 		default:
-			err = s.Purge(ctx, key, id)
+			err = s.Purge(ctx, key, p.id)
 		}
 		if err != nil {
-			fmt.Fprintf(w, "%sd %d of %d\n", op, done, len(ids))
-			return fmt.Errorf("%s %s: %w", op, id, err)
+			fmt.Fprintf(w, "%sd %d of %d\n", op, done, len(todo))
+			return fmt.Errorf("%s %s: %w", op, what, err)
 		}
 		done++
 	}
 	fmt.Fprintf(w, "%sd %d\n", op, done)
+	if len(bad) > 0 {
+		return unreadableLeft(key, bad)
+	}
 	return nil
 }

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/internal/dlraw"
+)
+
+// Entries that do not decode (a damaged file, one a newer version wrote, a
+// hand-edited stream): Store.List skips them and Store.Purge finds entries
+// by an ID they have lost, so the command reads the stores' raw entries
+// (internal/dlraw) to show them, with their position and why they do not
+// decode, and to purge them by position.
+
+// listRaw prints key's entries in state, readable or not.
+func listRaw(ctx context.Context, raw dlraw.Store, key string, state deadletter.State, after string, n int, w io.Writer) error {
+	items, err := raw.Scan(ctx, key, state, after, n)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POS\tID\tENQUEUED\tFAILED REPLAYS\tMETHOD\tPAYLOAD BYTES")
+	bad := 0
+	for _, it := range items {
+		e := it.Entry
+		if it.Err != nil {
+			bad++
+			fmt.Fprintf(tw, "%s\t(unreadable)\t-\t-\t%s\t-\n", printable(e.Pos), printable(fmt.Sprintf("%d bytes that do not decode: %v", it.Size, it.Err)))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", printable(e.Pos), e.ID, e.Enqueued.UTC().Format(time.RFC3339), e.Replays, printable(e.Method), len(e.Payload))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if bad > 0 {
+		drop := "purge " + key + " -at POS drops one"
+		if state == deadletter.Waiting {
+			drop = "the next replay round drops them, counted as dropped"
+		}
+		fmt.Fprintf(w, "%s not decode (%s)\n", entries(bad, "does"), drop)
+	}
+	return nil
+}
+
+// entries returns "1 entry does", "2 entries do" and the like.
+func entries(n int, verb string) string {
+	if n == 1 {
+		return "1 entry " + verb
+	}
+	return strconv.Itoa(n) + " entries " + strings.TrimSuffix(verb, "es")
+}
+
+// parked is one parked entry: its ID ("" when it does not decode) and its
+// position.
+type parked struct{ id, pos string }
+
+// allParked returns key's parked entries, those that do not decode too
+// when the store can read them raw, reading at most MaxMaxEntries.
+func allParked(ctx context.Context, s deadletter.Store, key string) ([]parked, error) {
+	raw := dlraw.Of(s)
+	var out []parked
+	after := ""
+	for range deadletter.MaxMaxEntries/deadletter.MaxList + 1 {
+		if err := ctx.Err(); err != nil { // the bbolt store does not watch ctx
+			return nil, err
+		}
+		var page []parked
+		if raw != nil {
+			items, err := raw.Scan(ctx, key, deadletter.Parked, after, deadletter.MaxList)
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range items {
+				p := parked{pos: it.Entry.Pos}
+				if it.Err == nil {
+					p.id = it.Entry.ID
+				}
+				page = append(page, p)
+			}
+		} else {
+			es, err := s.List(ctx, key, deadletter.Parked, after, deadletter.MaxList)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range es {
+				page = append(page, parked{id: e.ID, pos: e.Pos})
+			}
+		}
+		out = append(out, page...)
+		if len(page) < deadletter.MaxList {
+			break
+		}
+		after = page[len(page)-1].pos
+	}
+	return out, nil
+}
+
+// unreadableLeft is the error of a requeue -all that left parked entries
+// that do not decode at the positions bad.
+func unreadableLeft(key string, bad []string) error {
+	shown := bad[:min(len(bad), 10)]
+	more := ""
+	if len(bad) > len(shown) {
+		more = ", …"
+	}
+	n := strconv.Itoa(len(bad)) + " parked entries do"
+	if len(bad) == 1 {
+		n = "1 parked entry does"
+	}
+	return fmt.Errorf("key %q: %s not decode and cannot be requeued (at %s%s): list %s parked shows why; purge %s -at POS drops one",
+		key, n, strings.Join(shown, ", "), more, key, key)
+}

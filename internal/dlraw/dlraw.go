@@ -1,0 +1,60 @@
+// Package dlraw gives the dead-letter command (cmd/meshless-deadletter)
+// what the stores of package deadletter keep unexported: their entries as
+// they are stored, readable or not, and the removal of a parked entry by
+// its position. [deadletter.Store.List] skips an entry that does not
+// decode, and [deadletter.Store.Purge] finds a parked entry by its ID,
+// which an entry that does not decode has lost: without this, such an
+// entry (a damaged file, one written by a newer version, a hand-edited
+// stream) could be neither seen nor removed, and counted towards its key's
+// bounds for ever.
+//
+// Package deadletter/boltstore and deadletter/redisstore register
+// themselves here in their init; nothing here is on a call's path.
+package dlraw
+
+import (
+	"context"
+
+	"github.com/meshless/meshless/deadletter"
+)
+
+// Item is one stored entry, as the store keeps it.
+type Item struct {
+	// Entry is the decoded entry; when Err is set, only its Pos.
+	Entry deadletter.Entry
+	// Size is the entry's encoded size in bytes, as its key's bounds count
+	// it.
+	Size int
+	// Err says why the entry does not decode (it matches
+	// deadletter.ErrInvalidEntry); nil when it does.
+	Err error
+}
+
+// Store is what a registered store offers beyond [deadletter.Store].
+type Store interface {
+	// Scan returns up to n (at most deadletter.MaxList) of key's entries in
+	// state, oldest first, after position after ("" for the first),
+	// readable or not.
+	Scan(ctx context.Context, key string, state deadletter.State, after string, n int) ([]Item, error)
+	// PurgeAt deletes key's parked entry at position pos, readable or not.
+	// It returns an error matching deadletter.ErrNotFound when key has no
+	// parked entry there.
+	PurgeAt(ctx context.Context, key, pos string) error
+}
+
+// of holds the registered stores' adapters; written by inits only.
+var of []func(deadletter.Store) Store
+
+// Register adds a store's adapter: f returns nil for a store that is not
+// its package's. Called from an init.
+func Register(f func(deadletter.Store) Store) { of = append(of, f) }
+
+// Of returns s's raw operations, or nil when s's package offers none.
+func Of(s deadletter.Store) Store {
+	for _, f := range of {
+		if r := f(s); r != nil {
+			return r
+		}
+	}
+	return nil
+}
