@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/meshless/meshless/internal/dlhead"
 )
 
 // Limits on an [Entry], checked by [Queue.Defer] and again whenever an entry
@@ -211,17 +213,70 @@ func appendString(b []byte, s string) []byte {
 // entry is an error matching [ErrInvalidEntry], and nothing of b is retained
 // (the payload is copied). Pos is left as it was.
 func (e *Entry) UnmarshalBinary(b []byte) error {
+	out, d, n := decodeHead(b)
+	if p := d.bytes(n); p != nil {
+		out.Payload = slices.Clone(p)
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.b) != 0 {
+		return invalid("encoding", "has "+strconv.Itoa(len(d.b))+" trailing bytes")
+	}
+	if err := out.validate(); err != nil {
+		return err
+	}
+	out.Pos = e.Pos
+	*e = out
+	return nil
+}
+
+func init() {
+	dlhead.Decode = func(b []byte, total int, e any) (int, bool, error) {
+		return e.(*Entry).unmarshalHead(b, total)
+	}
+}
+
+// unmarshalHead decodes into e every field but the payload from b, the
+// first bytes of an encoding of total bytes, and returns the payload's
+// length; short when b ends before the head does (see internal/dlhead).
+// The payload's bytes are never read: only its length is checked against
+// total.
+func (e *Entry) unmarshalHead(b []byte, total int) (payloadBytes int, short bool, err error) {
+	if total > maxEncodedBytes || len(b) > total {
+		return 0, false, invalid("encoding", "is "+strconv.Itoa(total)+" bytes, more than any valid entry")
+	}
+	out, d, n := decodeHead(b)
+	if d.err != nil {
+		return 0, len(b) < total, d.err
+	}
+	if head := len(b) - len(d.b); head+n != total {
+		return 0, false, invalid("encoding", "is "+strconv.Itoa(total)+" bytes, not the "+strconv.Itoa(head+n)+" its head says")
+	}
+	if err := out.validate(); err != nil {
+		return 0, false, err
+	}
+	out.Pos = e.Pos
+	*e = out
+	return n, false, nil
+}
+
+// decodeHead decodes b up to the payload, whose length it returns with the
+// decoder (at the payload's first byte, or with the first problem in err).
+func decodeHead(b []byte) (out Entry, d decoder, payloadBytes int) {
 	if len(b) > maxEncodedBytes {
-		return invalid("encoding", "is "+strconv.Itoa(len(b))+" bytes, more than any valid entry")
+		d.err = invalid("encoding", "is "+strconv.Itoa(len(b))+" bytes, more than any valid entry")
+		return out, d, 0
 	}
 	if len(b) < 2 || b[0] != entryMagic {
-		return invalid("encoding", "is not a dead-letter entry")
+		d.err = invalid("encoding", "is not a dead-letter entry")
+		return out, d, 0
 	}
 	if b[1] != entryVersion {
-		return invalid("encoding", "has unknown version "+strconv.Itoa(int(b[1])))
+		d.err = invalid("encoding", "has unknown version "+strconv.Itoa(int(b[1])))
+		return out, d, 0
 	}
-	d := decoder{b: b[2:]}
-	var out Entry
+	d.b = b[2:]
 	out.ID = d.str(MaxIDBytes)
 	out.Key = d.str(MaxKeyBytes)
 	out.Method = d.str(MaxMethodBytes)
@@ -245,22 +300,7 @@ func (e *Entry) UnmarshalBinary(b []byte) error {
 			out.Metadata[k] = vs
 		}
 	}
-	n := int(d.uvarint(MaxPayloadBytes))
-	if p := d.bytes(n); p != nil {
-		out.Payload = slices.Clone(p)
-	}
-	if d.err != nil {
-		return d.err
-	}
-	if len(d.b) != 0 {
-		return invalid("encoding", "has "+strconv.Itoa(len(d.b))+" trailing bytes")
-	}
-	if err := out.validate(); err != nil {
-		return err
-	}
-	out.Pos = e.Pos
-	*e = out
-	return nil
+	return out, d, int(d.uvarint(MaxPayloadBytes))
 }
 
 // decoder reads a hostile encoding; the first problem sticks in err and

@@ -231,6 +231,9 @@ func list(ctx context.Context, s deadletter.Store, args []string, w io.Writer) e
 // find returns key's entry id, parked or waiting, reading at most
 // MaxMaxEntries of each.
 func find(ctx context.Context, s deadletter.Store, key, id string) (deadletter.Entry, deadletter.State, error) {
+	if raw := dlraw.Of(s); raw != nil {
+		return findRaw(ctx, s, raw, key, id)
+	}
 	for _, state := range []deadletter.State{deadletter.Parked, deadletter.Waiting} {
 		after := ""
 		for range deadletter.MaxMaxEntries/deadletter.MaxList + 1 {

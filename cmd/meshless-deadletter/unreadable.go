@@ -35,7 +35,7 @@ func listRaw(ctx context.Context, raw dlraw.Store, key string, state deadletter.
 			fmt.Fprintf(tw, "%s\t(unreadable)\t-\t-\t%s\t-\n", printable(e.Pos), printable(fmt.Sprintf("%d bytes that do not decode: %v", it.Size, it.Err)))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", printable(e.Pos), e.ID, e.Enqueued.UTC().Format(time.RFC3339), e.Replays, printable(e.Method), len(e.Payload))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", printable(e.Pos), e.ID, e.Enqueued.UTC().Format(time.RFC3339), e.Replays, printable(e.Method), it.PayloadBytes)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -56,6 +56,41 @@ func entries(n int, verb string) string {
 		return "1 entry " + verb
 	}
 	return strconv.Itoa(n) + " entries " + strings.TrimSuffix(verb, "es")
+}
+
+// findRaw is find reading the entries' heads, then the one entry it looks
+// for whole: never the other payloads.
+func findRaw(ctx context.Context, s deadletter.Store, raw dlraw.Store, key, id string) (deadletter.Entry, deadletter.State, error) {
+	for _, state := range []deadletter.State{deadletter.Parked, deadletter.Waiting} {
+		after := ""
+		for range deadletter.MaxMaxEntries/deadletter.MaxList + 1 {
+			if err := ctx.Err(); err != nil { // the bbolt store does not watch ctx
+				return deadletter.Entry{}, 0, err
+			}
+			items, err := raw.Scan(ctx, key, state, after, deadletter.MaxList)
+			if err != nil {
+				return deadletter.Entry{}, 0, err
+			}
+			prev := after
+			for _, it := range items {
+				if it.Err == nil && it.Entry.ID == id {
+					es, err := s.List(ctx, key, state, prev, 1)
+					if err != nil {
+						return deadletter.Entry{}, 0, err
+					}
+					if len(es) == 1 && es[0].ID == id && es[0].Pos == it.Entry.Pos {
+						return es[0], state, nil
+					}
+				}
+				prev = it.Entry.Pos
+			}
+			if len(items) < deadletter.MaxList {
+				break
+			}
+			after = prev
+		}
+	}
+	return deadletter.Entry{}, 0, fmt.Errorf("key %q: %w: %s", key, deadletter.ErrNotFound, id)
 }
 
 // parked is one parked entry: its ID ("" when it does not decode) and its

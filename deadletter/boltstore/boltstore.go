@@ -17,6 +17,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/internal/dlhead"
 )
 
 // LockTimeout is how long Open waits for the file's lock, held by another
@@ -307,10 +308,30 @@ func decode(key string, k, v []byte) (deadletter.Entry, error) {
 	if err := e.UnmarshalBinary(v); err != nil {
 		return e, err
 	}
-	if e.Key != key {
-		return e, fmt.Errorf("%w: the entry at %s of key %q names key %q", deadletter.ErrInvalidEntry, e.Pos, key, e.Key)
+	return e, checkOwner(key, e)
+}
+
+// decodeHead is decode without the payload, whose length it returns: the
+// payload's pages of the file are never read.
+func decodeHead(key string, k, v []byte) (deadletter.Entry, int, error) {
+	e := deadletter.Entry{Pos: pos(k)}
+	if len(k) != 8 {
+		return e, 0, errors.New("boltstore: an entry under a key that is no sequence number")
 	}
-	return e, nil
+	n, _, err := dlhead.Decode(v, len(v), &e) // never short: v is all of it
+	if err != nil {
+		return e, 0, err
+	}
+	return e, n, checkOwner(key, e)
+}
+
+// checkOwner reports an entry that names another key than key, the one it
+// was read under.
+func checkOwner(key string, e deadletter.Entry) error {
+	if e.Key != key {
+		return fmt.Errorf("%w: the entry at %s of key %q names key %q", deadletter.ErrInvalidEntry, e.Pos, key, e.Key)
+	}
+	return nil
 }
 
 // Append implements [deadletter.Store]: the entry is on disk (fdatasync)
@@ -351,7 +372,7 @@ func (s *Store) Stats(_ context.Context, key string) (deadletter.Stats, error) {
 		}
 		st = deadletter.Stats{Waiting: int(k.nw), Parked: int(k.np), Bytes: k.bytes}
 		if ck, v := k.waiting.Cursor().First(); ck != nil {
-			if e, err := decode(key, ck, v); err == nil {
+			if e, _, err := decodeHead(key, ck, v); err == nil {
 				st.Oldest = e.Enqueued
 			}
 		}
@@ -417,11 +438,15 @@ func (s *Store) List(_ context.Context, key string, state deadletter.State, afte
 	return out, err
 }
 
-// findParked returns the sequence key of key's parked entry id.
+// findParked returns the sequence key of key's parked entry id, and the
+// entry: the others' payloads are never read.
 func findParked(key string, k *keyBucket, id string) ([]byte, deadletter.Entry, bool) {
 	c := k.parked.Cursor()
 	for ck, v := c.First(); ck != nil; ck, v = c.Next() {
-		if e, err := decode(key, ck, v); err == nil && e.ID == id {
+		if h, _, err := decodeHead(key, ck, v); err != nil || h.ID != id {
+			continue
+		}
+		if e, err := decode(key, ck, v); err == nil {
 			return append([]byte(nil), ck...), e, true
 		}
 	}

@@ -52,8 +52,8 @@ func (r raw) Scan(_ context.Context, key string, state deadletter.State, after s
 			}
 		}
 		for ; ck != nil && len(out) < n; ck, v = c.Next() {
-			e, err := decode(key, ck, v)
-			out = append(out, dlraw.Item{Entry: e, Size: len(v), Err: err})
+			e, n, err := decodeHead(key, ck, v)
+			out = append(out, dlraw.Item{Entry: e, Size: len(v), PayloadBytes: n, Err: err})
 		}
 		return nil
 	})

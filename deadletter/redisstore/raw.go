@@ -36,35 +36,21 @@ func (r raw) Scan(ctx context.Context, key string, state deadletter.State, after
 		from = "(" + after
 	}
 	k := s.keysOf(key)
-	stream := k[0]
+	stream, m := k[0], k[2]
 	if state == deadletter.Parked {
-		stream = k[1]
+		stream, m = k[1], ""
 	}
 	n = min(max(n, 0), deadletter.MaxList)
 	if n == 0 {
 		return nil, nil
 	}
-	msgs, err := s.rdb.XRangeN(ctx, stream, from, "+", int64(n)).Result()
+	hs, err := s.heads(ctx, key, stream, from, n, m)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: scan: %w", err)
+		return nil, err
 	}
-	var failed []any
-	if state == deadletter.Waiting && len(msgs) > 0 {
-		fields := make([]string, len(msgs))
-		for i, m := range msgs {
-			fields[i] = "f:" + m.ID
-		}
-		failed, _ = s.rdb.HMGet(ctx, k[2], fields...).Result()
-	}
-	out := make([]dlraw.Item, 0, len(msgs))
-	for i, m := range msgs {
-		var f any = m.Values["r"]
-		if i < len(failed) {
-			f = failed[i]
-		}
-		e, err := decode(key, m.ID, m.Values, f)
-		b, _ := m.Values["e"].(string)
-		out = append(out, dlraw.Item{Entry: e, Size: len(b), Err: err})
+	out := make([]dlraw.Item, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, dlraw.Item{Entry: h.e, Size: h.size, PayloadBytes: h.payload, Err: h.err})
 	}
 	return out, nil
 }

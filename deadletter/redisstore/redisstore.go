@@ -298,24 +298,34 @@ func (s *Store) List(ctx context.Context, key string, state deadletter.State, af
 // entries costs at most that many.
 const maxListReads = 16
 
-// findParked returns the stream entry of key's parked entry id.
+// findParked returns the stream entry of key's parked entry id, reading
+// the others' heads only (never their payloads).
 func (s *Store) findParked(ctx context.Context, key, id string) (deadletter.Entry, error) {
 	k := s.keysOf(key)
 	from := "-"
 	for range deadletter.MaxMaxEntries/scanPage + 1 {
-		msgs, err := s.rdb.XRangeN(ctx, k[1], from, "+", scanPage).Result()
+		hs, err := s.heads(ctx, key, k[1], from, scanPage, "")
 		if err != nil {
-			return deadletter.Entry{}, fmt.Errorf("redisstore: %w", err)
+			return deadletter.Entry{}, err
 		}
-		for _, m := range msgs {
-			if e, err := decode(key, m.ID, m.Values, m.Values["r"]); err == nil && e.ID == id {
-				return e, nil
+		for _, h := range hs {
+			if h.err != nil || h.e.ID != id {
+				continue
+			}
+			msgs, err := s.rdb.XRangeN(ctx, k[1], h.e.Pos, h.e.Pos, 1).Result()
+			if err != nil {
+				return deadletter.Entry{}, fmt.Errorf("redisstore: %w", err)
+			}
+			if len(msgs) == 1 {
+				if e, err := decode(key, msgs[0].ID, msgs[0].Values, msgs[0].Values["r"]); err == nil && e.ID == id {
+					return e, nil
+				}
 			}
 		}
-		if len(msgs) < scanPage {
+		if len(hs) < scanPage {
 			break
 		}
-		from = "(" + msgs[len(msgs)-1].ID
+		from = "(" + hs[len(hs)-1].e.Pos
 	}
 	return deadletter.Entry{}, deadletter.ErrNotFound
 }

@@ -199,6 +199,33 @@ setbytes(KEYS[3], b + #ARGV[2] - bloblen(r[1][2]))
 return 1
 `)
 
+// heads: KEYS stream; ARGV from count prefix → for each entry from from
+// (XRANGE's syntax), at most count: {id, the first prefix bytes of field e
+// (or false when none), e's length, field r (or false)}. A listing reads
+// the entries' heads, never their payloads (the encoding keeps the payload
+// last). Of a field given twice, the last one counts, as for XRANGE's
+// reader.
+var headsScript = redis.NewScript(`
+local page = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
+local n = tonumber(ARGV[3])
+local out = {}
+for i, m in ipairs(page) do
+  local e, r = nil, false
+  local f = m[2]
+  if type(f) == 'table' then
+    for j = 1, #f - 1, 2 do
+      if f[j] == 'e' then e = f[j+1] elseif f[j] == 'r' then r = f[j+1] end
+    end
+  end
+  if type(e) == 'string' then
+    out[i] = {m[1], string.sub(e, 1, n), #e, r}
+  else
+    out[i] = {m[1], false, 0, r}
+  end
+end
+return out
+`)
+
 // purge: KEYS w p m; ARGV parked-id → 1, or 0 when it is gone.
 var purgeScript = redis.NewScript(lib + `
 local r = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])

@@ -20,11 +20,12 @@ import (
 
 // Item is one stored entry, as the store keeps it.
 type Item struct {
-	// Entry is the decoded entry; when Err is set, only its Pos.
+	// Entry is the decoded entry without its payload, which Scan never
+	// reads; when Err is set, only its Pos.
 	Entry deadletter.Entry
 	// Size is the entry's encoded size in bytes, as its key's bounds count
-	// it.
-	Size int
+	// it; PayloadBytes its payload's.
+	Size, PayloadBytes int
 	// Err says why the entry does not decode (it matches
 	// deadletter.ErrInvalidEntry); nil when it does.
 	Err error
@@ -34,7 +35,7 @@ type Item struct {
 type Store interface {
 	// Scan returns up to n (at most deadletter.MaxList) of key's entries in
 	// state, oldest first, after position after ("" for the first),
-	// readable or not.
+	// readable or not, without their payloads.
 	Scan(ctx context.Context, key string, state deadletter.State, after string, n int) ([]Item, error)
 	// PurgeAt deletes key's parked entry at position pos, readable or not.
 	// It returns an error matching deadletter.ErrNotFound when key has no
