@@ -131,3 +131,47 @@ func TestUnreadableParkedEntriesCanBeSeenAndPurged(t *testing.T) {
 		})
 	}
 }
+
+// A parked entry under a key that is no sequence number (a hostile file)
+// is listed at a position that names that key; the listing pages past it,
+// and purge -at drops it.
+func TestAParkedEntryUnderAHostileKeyIsListedAndPurged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dl.db")
+	s, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, s, "pkg.Svc")
+	_ = s.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		p := tx.Bucket([]byte("meshless-deadletter/v1")).Bucket([]byte("pkg.Svc")).Bucket([]byte("p"))
+		return p.Put([]byte{0}, []byte("garbage")) // sorts first
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := cli("-file", path, "list", "pkg.Svc", "parked", "-n", "1")
+	if code != 0 || !strings.Contains(out, `bad:"\x00"`) {
+		t.Fatalf("list -n 1: exit %d, %q, %q", code, out, stderr)
+	}
+	code, out, stderr = cli("-file", path, "list", "pkg.Svc", "parked", "-after", `bad:"\x00"`)
+	if code != 0 || !strings.Contains(out, "p0") || !strings.Contains(out, "p1") {
+		t.Fatalf("list -after the hostile key: exit %d, %q, %q", code, out, stderr)
+	}
+	if code, out, stderr := cli("-file", path, "show", "pkg.Svc", "p0"); code != 0 || !strings.Contains(out, `"payload p0"`) {
+		t.Fatalf("show p0 behind the hostile key: exit %d, %q, %q", code, out, stderr)
+	}
+	if code, out, stderr := cli("-file", path, "purge", "pkg.Svc", "-at", `bad:"\x00"`); code != 0 || out != "purged 1\n" {
+		t.Fatalf("purge -at the hostile key: exit %d, %q, %q", code, out, stderr)
+	}
+	if code, out, _ := cli("-file", path, "keys"); code != 0 || !strings.Contains(out, "pkg.Svc  2        2") {
+		t.Fatalf("keys after the purge:\n%s", out)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -287,6 +288,11 @@ func pos(k []byte) string {
 }
 
 func parsePos(p string) ([]byte, error) {
+	if q, ok := strings.CutPrefix(p, "bad:"); ok { // what pos says of a hostile file's key
+		if k, err := strconv.Unquote(q); err == nil && len(k) != 8 {
+			return []byte(k), nil
+		}
+	}
 	n, err := strconv.ParseUint(p, 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: position %q: %w", p, err)

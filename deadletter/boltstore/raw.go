@@ -89,6 +89,10 @@ func (r raw) PurgeAt(_ context.Context, key, at string) error {
 		if err := k.parked.Delete(sk); err != nil {
 			return err
 		}
+		if len(sk) != 8 { // a hostile file's, which its counters may not hold
+			k.recount()
+			return k.save()
+		}
 		k.np--
 		k.bytes -= int64(size)
 		return k.save()
