@@ -183,12 +183,27 @@ func (q *Queue) Defer(ctx context.Context, e Entry, cause error) error {
 	e.Enqueued = q.clock.Now()
 	e.Replays, e.Pos = 0, ""
 	e.Metadata = q.cfg.Metadata.Filter(e.Metadata)
-	if err := q.store.Append(ctx, e, q.lim); err != nil {
+	if err := q.append(ctx, e); err != nil {
 		return q.refuse(e.Key, cause, err)
 	}
 	q.emit(e.Key, EventDeferred, 1)
 	ks.added(e.Enqueued.UnixNano())
 	return &DeferredError{Key: e.Key, ID: e.ID, Cause: cause}
+}
+
+// appendTimeout bounds the store's write of a deferral.
+const appendTimeout = time.Second
+
+// append writes e to the store under ctx's values but not its end: a call
+// is deferred just when its caller's context may have ended (its deadline
+// passed in its last attempt, or it was cancelled while CANCELLED counts as
+// a failure), and the entry must be kept all the same, in every store (a
+// bbolt file takes no context; Redis's client refuses an ended one). The
+// write has appendTimeout of its own instead.
+func (q *Queue) append(ctx context.Context, e Entry) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+	defer cancel()
+	return q.store.Append(ctx, e, q.lim)
 }
 
 // refuse counts and logs an entry not kept and returns what the caller
