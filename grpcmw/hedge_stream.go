@@ -144,6 +144,9 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 				s.finishCopy(c, status.Error(codes.Canceled, "grpcmw: hedged copy lost"))
 			}
 		}
+		if !returned {
+			s.endPanicked()
+		}
 	}()
 	n, err := s.call.Hedge(s.ctx, func(ctx context.Context, n int) error {
 		return s.copy(ctx, n, req, reqSet, mt)
@@ -321,6 +324,27 @@ func (s *hedgedState) finish(err error) {
 	s.stopWatch()
 	s.cancel()
 	s.call.End(err)
+	s.req = nil
+}
+
+// endPanicked ends the stream whose hedge panicked, once every copy has
+// given its permits back, on the panic's way up, which it does not stop:
+// as finish ends it, but the call is recorded as one whose attempt
+// panicked (engine.Call.EndPanicked: a failure whose error type is
+// UNKNOWN), as an unhedged stream's opening that panics is. Without it
+// the call was recorded only when the caller, having recovered, received
+// again (INTERNAL) or dropped the stream (CANCELLED), and the stream's
+// context stayed live.
+func (s *hedgedState) endPanicked() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done { // the stream's context ended first: finish recorded the call
+		return
+	}
+	s.done = true
+	s.stopWatch()
+	s.cancel()
+	s.call.EndPanicked()
 	s.req = nil
 }
 

@@ -1,0 +1,117 @@
+package grpcmw_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/resilience/resiliencetest"
+)
+
+// hedgePanicConfig hedges server streams behind a bulkhead, so that the
+// copies' permits can be counted.
+const hedgePanicConfig = `
+defaults:
+  circuitBreaker: { enabled: false }
+  retry: { enabled: false }
+  timeout: { perAttempt: 0s, overall: 0s }
+  bulkhead: { maxConcurrentCalls: 5 }
+  hedging: { maxAttempts: 3, hedgingDelay: 50ms, nonFatalStatusCodes: [UNAVAILABLE] }
+`
+
+// panickingRecv is a stream whose RecvMsg panics.
+type panickingRecv struct{ grpc.ClientStream }
+
+func (panickingRecv) RecvMsg(any) error { panic("below meshless") }
+
+// A hedged stream whose copy panics before any copy was committed — the
+// first copy's streamer, on the caller's goroutine; the second copy's, on
+// a goroutine of its own while the first waits at the server; the first
+// copy's RecvMsg — is a call that failed, as a stream whose opening panics
+// is (metrics.md, "A call that panics"): recorded once, on the panic's way
+// up, as a failure whose error type is UNKNOWN, its hedging policy's call
+// over with no winner, every copy's permit back and the stream's context
+// ended. Before, no call was recorded until the caller, having recovered,
+// received again (then as an INTERNAL failure) or dropped the stream (then
+// CANCELLED, when the collector ran), and the stream's context stayed live.
+func TestAHedgedStreamWhoseCopyPanicsIsRecordedAsAFailedCall(t *testing.T) {
+	for _, path := range []string{"first copy's streamer", "second copy's streamer", "first copy's RecvMsg"} {
+		t.Run(path, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &streamScript{delays: []time.Duration{time.Second}, count: 1}
+				f := new(faultServer)
+				f.setStream(s.handler)
+				var opened atomic.Int32
+				boom := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+					n := opened.Add(1)
+					switch {
+					case path == "first copy's streamer" && n == 1, path == "second copy's streamer" && n == 2:
+						panic("below meshless")
+					}
+					cs, err := streamer(ctx, desc, cc, method, opts...)
+					if err == nil && path == "first copy's RecvMsg" {
+						cs = panickingRecv{cs}
+					}
+					return cs, err
+				}
+				obs := new(resiliencetest.Observer)
+				client, chain, stop := inBubbleOf(t, f, hedgePanicConfig, []grpcmw.Option{grpcmw.WithObserver(obs)},
+					[]grpc.DialOption{grpc.WithChainStreamInterceptor(boom)})
+				defer stop()
+				st, err := client.StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r := recovered(func() { _, _ = st.Recv() }); r != "below meshless" {
+					t.Fatalf("recovered %v, want the panic unchanged", r)
+				}
+				// What the panic's way up recorded, before the caller does
+				// anything more with the stream.
+				var calls, hedges int
+				for _, rec := range obs.Recorded() {
+					switch ev := rec.Event; {
+					case rec.Source.Kind == resilience.KindCall && ev.Type == resilience.EventCall:
+						calls++
+						if ev.Outcome != resilience.Failure || ev.ErrorType != "UNKNOWN" {
+							t.Errorf("the call's event: outcome %v, error type %q; want failure, UNKNOWN (metrics.md)", ev.Outcome, ev.ErrorType)
+						}
+					case rec.Source.Kind == resilience.KindHedging && ev.Type == resilience.EventHedgeDone:
+						hedges++
+						if ev.Winner != 0 {
+							t.Errorf("the hedging policy's end: winner %d, want none", ev.Winner)
+						}
+					}
+				}
+				if calls != 1 || hedges != 1 {
+					t.Errorf("%d call events and %d hedging ends when the panic reached the caller; want 1 each\n%s",
+						calls, hedges, strings.Join(obs.Trace(), "\n"))
+				}
+				if bh, _ := chain.Bulkhead(testService); bh.Active() != 0 {
+					t.Errorf("%d bulkhead permits out after the panic, want 0", bh.Active())
+				}
+				if st.Context().Err() == nil {
+					t.Error("the stream's context is still live after the panic")
+				}
+				// A caller that receives again is told the stream failed,
+				// and the call is not recorded a second time.
+				if _, err := st.Recv(); status.Code(err) != codes.Internal {
+					t.Errorf("Recv after the panic = %v, want INTERNAL", err)
+				}
+				synctest.Wait()
+				if n := len(obs.Events(resilience.EventCall)); n != 1 {
+					t.Errorf("%d call events after a second Recv, want 1", n)
+				}
+			})
+		})
+	}
+}
