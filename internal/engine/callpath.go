@@ -108,8 +108,9 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 		// A panic gives back what the attempt holds, with the results a
 		// pipeline.Admission gives (Admit's, Abort's, exit's).
 		switch stage {
-		case entering: // in a gate's Enter
+		case entering: // in a gate's Enter: no attempt was made, but the call panicked
 			g.ExitFrom(&in, &held, 0, k-1, resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Ignored})
+			m.endPanicked(ctx, &dls, start, time.Time{})
 		case running: // in the attempt
 			e := m.e.now()
 			d.Abort(e)
@@ -297,16 +298,20 @@ func (c *Call) retry(a Attempt, n int, err error) (int, error) {
 func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
 	var adm pipeline.Admission
 	var d deadline.AttemptDeadline
-	actx, err := c.admit(ctx, &adm, &d, n)
-	if err != nil {
-		return err
-	}
 	finished := false
 	defer func() {
-		if !finished { // a panicking attempt gives its permits back, and ends the call
+		// A panicking attempt gives its permits back, and ends the call;
+		// so does a gate that panics as it admits the attempt (the gates
+		// entered are given back, and no attempt is made).
+		if !finished {
 			c.panicked(&adm, &d)
 		}
 	}()
+	actx, err := c.admit(ctx, &adm, &d, n)
+	if err != nil {
+		finished = true
+		return err
+	}
 	aerr := a.Attempt(actx, n)
 	err = c.Finish(&adm, &d, aerr)
 	finished = true
