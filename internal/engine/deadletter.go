@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -334,6 +335,24 @@ func (c *Call) deferFailed(a Attempt, err error) error {
 	if !ok {
 		return err
 	}
+	returned := false
+	defer func() {
+		if !returned {
+			// The entry's encoding or the queue panicked (it goes on up):
+			// the call ends at the panic, as one whose attempt panicked
+			// does, its context released.
+			c.endPanicked(time.Time{})
+		}
+	}()
+	kept := c.keep(d, err)
+	returned = true
+	return kept
+}
+
+// keep keeps the call of d, which failed with err, in its key's
+// dead-letter queue, and returns the error for its caller (deferFailed).
+func (c *Call) keep(d Deferrable, err error) error {
+	m := c.m
 	en, ok := d.Entry(c.caller)
 	if !ok {
 		return err

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/meshless/meshless/config"
+	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -104,4 +105,57 @@ func errString(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+// panickingEntry is an attempt that fails, and whose call's dead-letter
+// entry panics as it is made (a request whose encoding panics).
+type panickingEntry struct{}
+
+func (panickingEntry) Attempt(context.Context, int) error { return &codeError{code: 14} }
+
+func (panickingEntry) Entry(context.Context) (deadletter.Entry, bool) { panic("entry") }
+
+// A call whose dead-letter entry panics as the call is deferred, once its
+// attempts have failed, is recorded as a call that panicked, and its
+// context ends, on every unary path that defers. Before, it was missing
+// from meshless.call.duration and its overall timeout's metrics, and a
+// Call's context stayed live until its overall deadline.
+func TestACallWhoseDeferralPanicsIsRecorded(t *testing.T) {
+	for _, path := range []string{"plain", "call", "hedged"} {
+		t.Run(path, func(t *testing.T) {
+			cfg := panicPolicies(t, path)
+			if cfg.Defaults.Retry != nil {
+				cfg.Defaults.Retry.MaxAttempts = config.Ptr(1)
+			}
+			cfg.Defaults.DeadLetter = &config.DeadLetterSection{On: []string{"RETRIES_EXHAUSTED"}, Path: config.Ptr(t.TempDir() + "/dl.db")}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			var log []string
+			obs := resilience.ObserverFunc(func(src resilience.Source) resilience.Recorder {
+				return resilience.RecorderFunc(func(_ context.Context, ev resilience.Event) {
+					if src.Kind == resilience.KindCall {
+						log = append(log, ev.Outcome.String()+" "+errString(ev.Err))
+					}
+				})
+			})
+			e, err := New(cfg, dlTransport{}, Options{MaxKeys: 10, Observer: obs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			m := lookup(e, "/a.B/C")
+			ctx := &watched{Context: context.Background(), done: make(chan struct{})}
+			if r := recovered(func() { _, _ = m.Run(ctx, panickingEntry{}) }); r != "entry" {
+				t.Fatalf("recovered %v, want the entry's panic unchanged", r)
+			}
+			want := "failure " + resilience.ErrPanicked.Error()
+			if len(log) != 1 || log[0] != want {
+				t.Errorf("call events %q, want one %q", log, want)
+			}
+			if n := ctx.live.Load(); n != 0 {
+				t.Errorf("%d contexts derived from the caller's are live after the panic, want 0", n)
+			}
+		})
+	}
 }
