@@ -129,24 +129,16 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 	defer func() {
 		if !returned {
 			// The hedge panicked (it goes on up): the stream is over, and
-			// a RecvMsg after it must not read as a clean end.
+			// a RecvMsg after it must not read as a clean end. It ends
+			// once every copy is given back, even if that panics.
 			s.mu.Lock()
 			s.commitErr = status.Error(codes.Internal, "grpcmw: the hedged stream's copies panicked")
 			s.decide()
 			s.mu.Unlock()
+			defer s.endPanicked()
 		}
-		// Copies that got a response but lost (or every copy, on a panic):
-		// cancel their streams and give their permits back.
-		for i := range s.copies {
-			if c := &s.copies[i]; i+1 != winner && c.live {
-				c.live = false
-				c.cancel()
-				s.finishCopy(c, status.Error(codes.Canceled, "grpcmw: hedged copy lost"))
-			}
-		}
-		if !returned {
-			s.endPanicked()
-		}
+		// Copies that got a response but lost (or every copy, on a panic).
+		s.releaseLosers(0, winner)
 	}()
 	n, err := s.call.Hedge(s.ctx, func(ctx context.Context, n int) error {
 		return s.copy(ctx, n, req, reqSet, mt)
@@ -171,6 +163,26 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 	}
 	s.commitErr = contextStatus(engine.WithoutPushback(err))
 	return s.commitErr
+}
+
+// releaseLosers cancels the streams of the copies from index i on that
+// got a response but are not copy winner (every such copy when winner is
+// 0), and gives their permits back: each of them, even when giving one
+// back panics (a gate's Exit tells observers, which may panic), as the
+// panic goes on up. Called once the hedge has returned, by the goroutine
+// that ran it.
+func (s *hedgedState) releaseLosers(i, winner int) {
+	for i < len(s.copies) && (i+1 == winner || !s.copies[i].live) {
+		i++
+	}
+	if i == len(s.copies) {
+		return
+	}
+	c := &s.copies[i]
+	c.live = false
+	c.cancel()
+	defer s.releaseLosers(i+1, winner)
+	s.finishCopy(c, status.Error(codes.Canceled, "grpcmw: hedged copy lost"))
 }
 
 // decide records that the hedge has returned, its win or commitErr set,

@@ -115,3 +115,70 @@ func TestAHedgedStreamWhoseCopyPanicsIsRecordedAsAFailedCall(t *testing.T) {
 		})
 	}
 }
+
+// hedgeLoserConfig hedges with four copies behind a bulkhead of three, so
+// that the fourth copy is refused at once.
+const hedgeLoserConfig = `
+defaults:
+  circuitBreaker: { enabled: false }
+  retry: { enabled: false }
+  timeout: { perAttempt: 0s, overall: 0s }
+  bulkhead: { maxConcurrentCalls: 3 }
+  hedging: { maxAttempts: 4, hedgingDelay: 50ms, nonFatalStatusCodes: [UNAVAILABLE] }
+`
+
+// A hedged stream whose copies lost after they got a response are each
+// given back, even when giving one back panics (an observer of its
+// bulkhead's release: meshless's own hooks). Here three copies answer at
+// once, while the hedging policy is held (its observer blocks at the
+// fourth copy, which the full bulkhead then refuses): one is committed, and
+// the first loser's release panics. Before, the panic left the loop that
+// gives the losers back, and the second loser's permit was never given
+// back: the bulkhead held it after the stream had ended.
+func TestAHedgedStreamGivesEveryLoserBackWhenOneReleasePanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &streamScript{delays: []time.Duration{200 * time.Millisecond, 150 * time.Millisecond, 100 * time.Millisecond}, count: 1}
+		f := new(faultServer)
+		f.setStream(s.handler)
+		held, release := make(chan struct{}), make(chan struct{})
+		var released atomic.Int32
+		obs := resilience.ObserverFunc(func(src resilience.Source) resilience.Recorder {
+			return resilience.RecorderFunc(func(_ context.Context, ev resilience.Event) {
+				switch {
+				case src.Kind == resilience.KindHedging && ev.Type == resilience.EventHedge && ev.Attempt == 4:
+					close(held)
+					<-release
+				case src.Kind == resilience.KindBulkhead && ev.Type == resilience.EventReleased:
+					if released.Add(1) == 1 {
+						panic("observer")
+					}
+				}
+			})
+		})
+		client, chain, stop := inBubbleWith(t, f, hedgeLoserConfig, []grpcmw.Option{grpcmw.WithObserver(obs)})
+		defer stop()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		st, err := client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan any, 1)
+		go func() { got <- recovered(func() { _, _ = st.Recv() }) }()
+		<-held                             // at 150 ms, the fourth copy's turn
+		time.Sleep(100 * time.Millisecond) // the three copies answer at 200 ms
+		synctest.Wait()
+		if bh, _ := chain.Bulkhead(testService); bh.Active() != 3 {
+			t.Fatalf("%d permits out with three copies answered, want 3", bh.Active())
+		}
+		close(release)
+		if r := <-got; r != "observer" {
+			t.Fatalf("recovered %v, want the observer's panic unchanged", r)
+		}
+		cancel() // the caller gives the stream up: the committed copy is given back
+		synctest.Wait()
+		if bh, _ := chain.Bulkhead(testService); bh.Active() != 0 {
+			t.Errorf("%d bulkhead permits out after the stream ended, want 0", bh.Active())
+		}
+	})
+}
