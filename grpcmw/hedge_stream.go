@@ -331,11 +331,32 @@ func (s *hedgedState) finish(err error) {
 		if err == io.EOF {
 			err = nil
 		}
+		returned := false
+		defer func() {
+			if !returned {
+				// Giving the copy back panicked (a gate's Exit tells
+				// observers): the stream ends at the panic, as a call whose
+				// gate's Exit panicked does (engine: runPlain).
+				s.endLocked(nil, true)
+			}
+		}()
 		s.finishCommitted(w, err)
+		returned = true
 	}
+	s.endLocked(err, false)
+}
+
+// endLocked ends the stream's contexts and records the call: one that
+// ended with err, or, when panicked, one that panicked
+// (engine.Call.EndPanicked). Called once, with s.mu held and done set.
+func (s *hedgedState) endLocked(err error, panicked bool) {
 	s.stopWatch()
 	s.cancel()
-	s.call.End(err)
+	if panicked {
+		s.call.EndPanicked()
+	} else {
+		s.call.End(err)
+	}
 	s.req = nil
 }
 
@@ -354,10 +375,7 @@ func (s *hedgedState) endPanicked() {
 		return
 	}
 	s.done = true
-	s.stopWatch()
-	s.cancel()
-	s.call.EndPanicked()
-	s.req = nil
+	s.endLocked(nil, true)
 }
 
 // giveAnswer gives the results of the copy whose end answered the call,

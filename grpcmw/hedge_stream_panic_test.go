@@ -182,3 +182,70 @@ func TestAHedgedStreamGivesEveryLoserBackWhenOneReleasePanics(t *testing.T) {
 		}
 	})
 }
+
+// watchedCtx is a caller's context that is not one of package context's,
+// and counts the contexts derived from it that are live: package context
+// registers each with its AfterFunc, and stops that when it ends.
+type watchedCtx struct {
+	context.Context
+	live atomic.Int32
+}
+
+func (c *watchedCtx) Done() <-chan struct{} { return make(chan struct{}) }
+
+func (c *watchedCtx) AfterFunc(func()) func() bool {
+	c.live.Add(1)
+	var stopped atomic.Bool
+	return func() bool {
+		if stopped.Swap(true) {
+			return false
+		}
+		c.live.Add(-1)
+		return true
+	}
+}
+
+// A committed hedged stream whose release panics as it ends (an observer
+// of its bulkhead's release, told when the caller reads the stream's end)
+// is recorded as a call that panicked, and its contexts end, as the panic
+// goes on up. Before, the panic left the stream's end half done: the call
+// was never recorded, and the stream's context stayed registered with the
+// caller's until that ended.
+func TestAHedgedStreamWhoseEndPanicsIsRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &streamScript{delays: []time.Duration{0}, count: 1}
+		f := new(faultServer)
+		f.setStream(s.handler)
+		var calls []resilience.Event
+		obs := resilience.ObserverFunc(func(src resilience.Source) resilience.Recorder {
+			return resilience.RecorderFunc(func(_ context.Context, ev resilience.Event) {
+				switch {
+				case src.Kind == resilience.KindBulkhead && ev.Type == resilience.EventReleased:
+					panic("observer")
+				case src.Kind == resilience.KindCall && ev.Type == resilience.EventCall:
+					calls = append(calls, ev)
+				}
+			})
+		})
+		client, _, stop := inBubbleWith(t, f, hedgePanicConfig, []grpcmw.Option{grpcmw.WithObserver(obs)})
+		defer stop()
+		ctx := &watchedCtx{Context: context.Background()}
+		st, err := client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		if r := recovered(func() { _, _ = st.Recv() }); r != "observer" {
+			t.Fatalf("recovered %v, want the observer's panic unchanged", r)
+		}
+		if len(calls) != 1 || calls[0].Outcome != resilience.Failure || calls[0].ErrorType != "UNKNOWN" {
+			t.Errorf("call events %+v, want one failure, UNKNOWN", calls)
+		}
+		synctest.Wait()
+		if n := ctx.live.Load(); n != 0 {
+			t.Errorf("%d contexts derived from the caller's are live after the panic, want 0", n)
+		}
+	})
+}
