@@ -29,15 +29,20 @@ defaults:
   hedging: { maxAttempts: 3, hedgingDelay: 50ms, nonFatalStatusCodes: [UNAVAILABLE] }
 `
 
-// panickingRecv is a stream whose RecvMsg panics.
-type panickingRecv struct{ grpc.ClientStream }
+// panickingRecv is a stream whose RecvMsg panics; panickingSend, one whose
+// SendMsg does.
+type (
+	panickingRecv struct{ grpc.ClientStream }
+	panickingSend struct{ grpc.ClientStream }
+)
 
 func (panickingRecv) RecvMsg(any) error { panic("below meshless") }
+func (panickingSend) SendMsg(any) error { panic("below meshless") }
 
 // A hedged stream whose copy panics before any copy was committed — the
 // first copy's streamer, on the caller's goroutine; the second copy's, on
 // a goroutine of its own while the first waits at the server; the first
-// copy's RecvMsg — is a call that failed, as a stream whose opening panics
+// copy's SendMsg or RecvMsg — is a call that failed, as a stream whose opening panics
 // is (metrics.md, "A call that panics"): recorded once, on the panic's way
 // up, as a failure whose error type is UNKNOWN, its hedging policy's call
 // over with no winner, every copy's permit back and the stream's context
@@ -45,7 +50,7 @@ func (panickingRecv) RecvMsg(any) error { panic("below meshless") }
 // received again (then as an INTERNAL failure) or dropped the stream (then
 // CANCELLED, when the collector ran), and the stream's context stayed live.
 func TestAHedgedStreamWhoseCopyPanicsIsRecordedAsAFailedCall(t *testing.T) {
-	for _, path := range []string{"first copy's streamer", "second copy's streamer", "first copy's RecvMsg"} {
+	for _, path := range []string{"first copy's streamer", "second copy's streamer", "first copy's SendMsg", "first copy's RecvMsg"} {
 		t.Run(path, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := &streamScript{delays: []time.Duration{time.Second}, count: 1}
@@ -59,7 +64,10 @@ func TestAHedgedStreamWhoseCopyPanicsIsRecordedAsAFailedCall(t *testing.T) {
 						panic("below meshless")
 					}
 					cs, err := streamer(ctx, desc, cc, method, opts...)
-					if err == nil && path == "first copy's RecvMsg" {
+					switch {
+					case err == nil && path == "first copy's SendMsg":
+						cs = panickingSend{cs}
+					case err == nil && path == "first copy's RecvMsg":
 						cs = panickingRecv{cs}
 					}
 					return cs, err
