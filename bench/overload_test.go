@@ -8,7 +8,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -18,27 +17,22 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/failsafe-go/failsafe-go"
-	fsbulkhead "github.com/failsafe-go/failsafe-go/bulkhead"
-	fscb "github.com/failsafe-go/failsafe-go/circuitbreaker"
-	"github.com/failsafe-go/failsafe-go/failsafegrpc"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
-
-	"github.com/meshless/meshless/grpcmw"
-	"github.com/meshless/meshless/internal/memnet"
 )
 
 // Goodput under overload (docs/benchmarks.md): a backend of fixed capacity
 // (8 workers × 20ms = 400 calls a second, 16 more queued, UNAVAILABLE for
 // the rest) is offered 1×, 1.5×, 2× and 3× its capacity, open loop, for 5 s
 // of virtual time (testing/synctest in memory: every latency and deadline
-// is exact, however loaded the machine), by five clients in turn, each with
-// a 500ms deadline per attempt and 3 attempts on UNAVAILABLE where it
-// retries. Reproduce: go test -run TestGoodputUnderOverload -v ./bench
+// is exact, however loaded the machine), by each client of ovClients in
+// turn, with 3 attempts on UNAVAILABLE where it retries. The deadlines
+// differ because the libraries offer different ones (ovCallContext,
+// TestOverloadClientsDeadlines): 500 ms per call for the bare client; 500 ms
+// per attempt and 1 s in all for meshless; 500 ms or 1 s for the whole
+// call, retries included, for grpc-go's retry; 1 s for the whole call for
+// failsafe-go. Reproduce: go test -run TestGoodputUnderOverload -v ./bench
 // (the table is also written to $OVERLOAD_TABLE when set).
 
 const (
@@ -47,7 +41,6 @@ const (
 	ovQueue    = 16
 	ovCapacity = ovWorkers * float64(time.Second/ovWork)
 	ovRun      = 5 * time.Second
-	ovDeadline = 500 * time.Millisecond
 )
 
 // pool is the backend: ovWorkers calls at a time, ovQueue more wait in
@@ -83,61 +76,6 @@ func (s *pool) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testg
 	return &testgrpc.SimpleResponse{}, nil
 }
 
-type ovClient struct {
-	name string
-	// dial returns the dial options of a fresh client (its policies start
-	// anew) and whether it sets its own per-attempt deadline.
-	dial func(t *testing.T) (opts []grpc.DialOption, ownDeadline bool, done func())
-}
-
-const retryServiceConfig = `{"methodConfig": [{"name": [{"service": "grpc.testing.TestService"}], "timeout": "0.5s",
-  "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.01s", "maxBackoff": "0.1s", "backoffMultiplier": 2,
-    "retryableStatusCodes": ["UNAVAILABLE"]}}]%s}`
-
-func ovClients() []ovClient {
-	return []ovClient{
-		{"bare", func(*testing.T) ([]grpc.DialOption, bool, func()) { return nil, false, func() {} }},
-		{"grpc-go retry", func(*testing.T) ([]grpc.DialOption, bool, func()) {
-			return []grpc.DialOption{grpc.WithDefaultServiceConfig(fmt.Sprintf(retryServiceConfig, ""))}, false, func() {}
-		}},
-		{"grpc-go retry+throttling", func(*testing.T) ([]grpc.DialOption, bool, func()) {
-			return []grpc.DialOption{grpc.WithDefaultServiceConfig(fmt.Sprintf(retryServiceConfig,
-				`, "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}`))}, false, func() {}
-		}},
-		{"failsafe-go", func(*testing.T) ([]grpc.DialOption, bool, func()) {
-			rp := failsafegrpc.NewRetryPolicyBuilder[any]().WithMaxAttempts(3).
-				WithBackoff(10*time.Millisecond, 100*time.Millisecond).Build()
-			cb := fscb.NewBuilder[any]().WithFailureThresholdRatio(50, 100).WithDelay(30 * time.Second).Build()
-			bh := fsbulkhead.New[any](100)
-			return []grpc.DialOption{grpc.WithUnaryInterceptor(failsafegrpc.NewUnaryClientInterceptorWithExecutor(failsafe.With[any](rp, cb, bh)))}, false, func() {}
-		}},
-		{"meshless, defaults before issue 10", meshlessClient(`
-  circuitBreaker: { failureRateThreshold: 50 }
-  adaptiveThrottling: { enabled: false }`)},
-		{"meshless", meshlessClient("")}, // last: the target applies to it
-	}
-}
-
-// meshlessClient is a meshless chain with a user's ordinary settings
-// (timeouts, 3 attempts on UNAVAILABLE), extra at the defaults level, and
-// the defaults for the rest.
-func meshlessClient(extra string) func(t *testing.T) ([]grpc.DialOption, bool, func()) {
-	return func(t *testing.T) ([]grpc.DialOption, bool, func()) {
-		cfg, err := grpcmw.ParseConfig([]byte(`
-defaults:
-  retry: { maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 100ms, retryableStatusCodes: [UNAVAILABLE] }
-  timeout: { perAttempt: 500ms, overall: 1s }` + extra + "\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain, err := grpcmw.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return chain.DialOptions(), true, chain.Close
-	}
-}
-
 type ovResult struct {
 	calls, ok int
 	reached   int64
@@ -150,21 +88,8 @@ func (r ovResult) perCall() float64 { return float64(r.reached) / float64(r.call
 // ovOffer runs one client against a fresh backend, in the calling bubble.
 func ovOffer(t *testing.T, c ovClient, load float64) ovResult {
 	srv := newPool()
-	lis := memnet.Listen() // not bufconn: see package memnet
-	gs := grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(gs, srv)
-	go func() { _ = gs.Serve(lis) }()
-	defer gs.Stop()
-	opts, ownDeadline, done := c.dial(t)
-	defer done()
-	opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	conn, err := grpc.NewClient("passthrough:///mem", opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := testgrpc.NewTestServiceClient(conn)
+	client, ownDeadline, cleanup := ovServe(t, c, srv)
+	defer cleanup()
 	rate := load * ovCapacity
 	n := int(rate * ovRun.Seconds())
 	lat := make([]time.Duration, n)
@@ -176,19 +101,8 @@ func ovOffer(t *testing.T, c ovClient, load float64) ovResult {
 			time.Sleep(wait)
 		}
 		wg.Go(func() {
-			ctx := context.Background()
-			if !ownDeadline {
-				// The bare client's deadline; with grpc-go's retry the
-				// service config's timeout (0.5s) bounds each attempt, and
-				// this bounds the call as meshless's overall timeout does.
-				d := ovDeadline
-				if c.name != "bare" {
-					d = 2 * ovDeadline
-				}
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, d)
-				defer cancel()
-			}
+			ctx, cancel := ovCallContext(c.name, ownDeadline)
+			defer cancel()
 			began := time.Now()
 			_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
 			lat[i] = time.Since(began)
