@@ -248,7 +248,7 @@ func (cl *call) send(ctx context.Context, r *http.Request) (resp *http.Response,
 	if c, ok := ctx.(*call); ok && c == cl {
 		resp, err = cl.roundTrip(r)
 		if err == nil && cl.multi && cl.mayDiscard(resp.StatusCode) {
-			buffered = buffer(resp)
+			buffered = buffer(cl, resp)
 		}
 		return resp, nil, buffered, err
 	}
@@ -256,7 +256,7 @@ func (cl *call) send(ctx context.Context, r *http.Request) (resp *http.Response,
 	stop := context.AfterFunc(ctx, cancel)
 	resp, err = cl.roundTrip(r.WithContext(rctx))
 	if err == nil && cl.multi && cl.mayDiscard(resp.StatusCode) {
-		buffered = buffer(resp) // within the attempt's time
+		buffered = buffer(ctx, resp) // within the attempt's time
 	}
 	if !stop() {
 		// The attempt's context ended first (its timeout, the caller, a
