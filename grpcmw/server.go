@@ -2,12 +2,14 @@ package grpcmw
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/resilience"
@@ -80,10 +82,25 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 			return err
 		})
 		if refused {
+			if cerr := ended(ctx, err); cerr != nil {
+				return nil, cerr
+			}
 			_ = grpc.SetTrailer(ctx, s.pushback)
 		}
 		return resp, err
 	}
+}
+
+// ended returns the status of a call refused because its own context
+// ended while it waited for a permit (its deadline passed, or its caller
+// cancelled): DEADLINE_EXCEEDED or CANCELLED, as grpc-go ends such a call,
+// not the rejection. The call was not shed: its caller gave up, and is no
+// longer there to read a pushback. nil when the refusal was the policy's.
+func ended(ctx context.Context, err error) error {
+	if ctx.Err() == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		return nil
+	}
+	return status.FromContextError(ctx.Err()).Err()
 }
 
 // StreamServerInterceptor returns the interceptor for streams: a stream
@@ -92,6 +109,9 @@ func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		err, refused := s.c.lookup(info.FullMethod, nil).ServeStream(ss.Context(), func() error { return handler(srv, ss) })
 		if refused {
+			if cerr := ended(ss.Context(), err); cerr != nil {
+				return cerr
+			}
 			ss.SetTrailer(s.pushback)
 		}
 		return err
