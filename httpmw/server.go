@@ -2,12 +2,14 @@ package httpmw
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"time"
 
 	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
 )
@@ -21,6 +23,11 @@ import (
 // that names it. The other sections of the configuration are a client's and
 // ignored here. A meshless client never retries such an answer; others
 // read Retry-After.
+//
+// A request whose own context ends while it waits for a permit (its client
+// went away, or a deadline an outer middleware set passed) is not shed: it
+// is answered 499 Client Closed Request or 504 Gateway Timeout, without
+// the reason, and the handler does not run.
 //
 // A request's host is its Host header; a host the configuration does not
 // name gets the defaults' entry, shared by every such host.
@@ -88,6 +95,10 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 			return nil
 		})
 		if refused {
+			if code := ended(req.Context(), err); code != 0 {
+				http.Error(w, "meshless: the request's context ended while it waited for a permit: "+req.Context().Err().Error(), code)
+				return
+			}
 			k := resilience.KindOther
 			if rj, ok := resilience.AsRejection(err); ok {
 				k = rj.RejectedBy()
@@ -99,6 +110,22 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 			writeRejection(w, k, s.retryAfter)
 		}
 	})
+}
+
+// ended returns the status of a request refused because its own context
+// ended while it waited for a permit: 504 Gateway Timeout for a deadline,
+// 499 Client Closed Request for a client that went away (as Envoy and
+// grpc-gateway map DEADLINE_EXCEEDED and CANCELLED). It was not shed, so
+// its answer says nothing of a rejection. 0 when the refusal was the
+// policy's.
+func ended(ctx context.Context, err error) int {
+	switch {
+	case ctx.Err() == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		return 0
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	}
+	return config.StatusClientClosedRequest
 }
 
 // Reload replaces the configuration, as [Chain.Reload] does.
