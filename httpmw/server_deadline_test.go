@@ -86,3 +86,49 @@ func TestAServerRequestWhoseContextEndsInTheQueueIsNotARejection(t *testing.T) {
 		})
 	}
 }
+
+// On the server the Host header, which the client writes, picks the entry
+// a request draws on (docs/http.md, "Which budget a request draws on is the
+// client's choice"): with a.example's one permit held, a request naming
+// a.example is refused, one naming a host the file does not list runs on
+// the entry unknown hosts share, and so does one naming another.
+func TestAServerRequestsHostHeaderPicksItsBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg, err := httpmw.ParseConfig([]byte(`
+defaults: { bulkhead: { maxConcurrentCalls: 1 } }
+hosts:
+  a.example: { bulkhead: { maxConcurrentCalls: 1 } }
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := httpmw.NewServer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		release := make(chan struct{})
+		h := srv.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Hold") != "" {
+				<-release
+			}
+		}))
+		held := make(chan struct{})
+		go func() {
+			defer close(held)
+			r := httptest.NewRequest(http.MethodGet, "http://a.example/x", nil)
+			r.Header.Set("Hold", "1")
+			h.ServeHTTP(httptest.NewRecorder(), r)
+		}()
+		synctest.Wait()
+		for host, want := range map[string]int{"a.example": 503, "b.example": 200, "A.EXAMPLE:80": 200} {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://"+host+"/x", nil))
+			if w.Code != want {
+				t.Errorf("Host: %s answered %d, want %d", host, w.Code, want)
+			}
+		}
+		close(release)
+		<-held
+	})
+}
