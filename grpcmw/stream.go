@@ -34,7 +34,8 @@ import (
 // ([WithRetryBufferLimit], 256 KiB by default), and replayed in order on the
 // next attempt, each exactly once per attempt. The call commits, and is
 // retried no more, when its first response (or its response headers) reaches
-// the caller or when a message would outgrow the buffer; no response is ever
+// the caller, when the caller reads its Context or Trailer (as grpc-go's),
+// or when a message would outgrow the buffer; no response is ever
 // delivered twice. Every attempt after the first carries the
 // grpc-previous-rpc-attempts header. Timeouts apply to a stream only when its
 // method's own configuration sets them (a stream often lives far longer than
@@ -380,9 +381,9 @@ func (s *streamState) failedLocked(err error) (_ error, again bool) {
 			s.endLocked(err)
 			return err, false
 		}
-		// The backoff runs without the lock, so that Context, Trailer and
-		// CloseSend answer meanwhile (Header and RecvMsg wait for the next
-		// attempt). Only the context's end can finish the stream now, and
+		// The backoff runs without the lock, so that CloseSend answers
+		// meanwhile and the context's watcher can end the stream (Header,
+		// RecvMsg, SendMsg, Context and Trailer wait for the next attempt). Only the context's end can finish the stream now, and
 		// it also cuts the wait short.
 		s.waiting = true
 		s.mu.Unlock()
@@ -472,14 +473,35 @@ func (s *streamState) endLocked(err error) {
 	s.sent, s.sentBytes = nil, 0
 }
 
-// Trailer returns the current attempt's trailer.
-func (cs *clientStream) Trailer() metadata.MD { return cs.current().Trailer() }
-
-func (s *streamState) current() grpc.ClientStream {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cur
+// Trailer returns the trailer of the attempt that answers the call, and
+// commits the call, as grpc-go's own retry does: a caller that reads it
+// before the stream ends (gRPC says not to) gets no retry afterwards.
+func (cs *clientStream) Trailer() metadata.MD {
+	defer runtime.KeepAlive(cs) // its cleanup ends the stream: not while a method runs
+	return cs.committedAttempt().Trailer()
 }
 
-// Context returns the current attempt's context.
-func (cs *clientStream) Context() context.Context { return cs.current().Context() }
+// Context returns the context of the attempt that answers the call (its
+// peer, its end), and commits the call, as grpc-go's own retry does: were
+// the call retried afterwards, the caller would hold a context that ended
+// with the failed attempt while the stream went on, and its peer.
+func (cs *clientStream) Context() context.Context {
+	defer runtime.KeepAlive(cs) // its cleanup ends the stream: not while a method runs
+	return cs.committedAttempt().Context()
+}
+
+// committedAttempt commits the call and returns its attempt. During a
+// retry's backoff it waits for the next attempt, as SendMsg does (grpc-go's
+// stream holds its lock through the backoff): the attempt that failed is
+// not the call's.
+func (s *streamState) committedAttempt() grpc.ClientStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.waiting {
+		s.over.Wait()
+	}
+	if !s.committed {
+		s.commitLocked()
+	}
+	return s.cur
+}

@@ -70,6 +70,17 @@ var hdrPatterns = []hdrPattern{
 		s.msgs, s.code = strings.Join(msgs, " "), code
 		return s
 	}},
+	// Context commits the call, as grpc-go's does: the context the caller
+	// read (the attempt's peer, its end) is not replaced by a retry's.
+	// (Trailer commits too, but reading it before the end races inside
+	// grpc-go's transport: TestARetryingStreamsTrailerCommitsTheCall.)
+	{"Context then RecvMsg", false, func(st grpc.ClientStream) (s hdrSeen) {
+		_ = st.Context()
+		msgs, code := recvRest(st)
+		s.msgs, s.code = strings.Join(msgs, " "), code
+		s.header = headerValue(st.Header())
+		return s
+	}},
 }
 
 // hdrScenario is one server script.
