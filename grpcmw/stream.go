@@ -23,9 +23,10 @@ import (
 // The breaker and the bulkhead admit a stream when it is created, and the
 // stream's outcome is its final status (or its creation error), recorded
 // when it ends — with one exception: a stream admitted as a half-open probe
-// is judged by its first response message, a success, at once. So a
-// long-lived stream (a watch, a subscription) never holds a probe past its
-// first response, and a recovered backend closes the breaker while such
+// is judged by its first response message, or its header when Header
+// returns it first, a success, at once. So a long-lived stream (a watch, a
+// subscription) never holds a probe past its first response or the header
+// its caller read, and a recovered backend closes the breaker while such
 // streams stay open. The bulkhead's permit is held for the stream's life and
 // given back when it ends in any way: io.EOF, an error, the end of its
 // context, or the caller dropping it. Retries cover the creation of the
@@ -84,7 +85,7 @@ type streamState struct {
 	cancelCur context.CancelFunc
 	adm       pipeline.Admission       // the current attempt's permits
 	dl        deadline.AttemptDeadline // and its deadline
-	received  bool                     // a response reached the caller
+	answered  bool                     // a response or the header reached the caller
 	committed bool                     // no more retries (gRFC A6)
 	sent      []any                    // messages sent so far, to replay
 	sentBytes int                      // their size on the wire
@@ -297,6 +298,20 @@ func (cs *clientStream) SendMsg(msg any) error {
 	return err
 }
 
+// answeredLocked commits the call whose current attempt's first response
+// or header reached the caller; the first time, that is a half-open probe's
+// verdict, a success, at once (see StreamClientInterceptor): a long-lived
+// stream that sent its header and then nothing for minutes does not hold
+// the probe's place meanwhile. Any other attempt's outcome is still its
+// final status.
+func (s *streamState) answeredLocked() {
+	if !s.answered {
+		s.answered = true
+		s.adm.Commit(nil)
+	}
+	s.commitLocked()
+}
+
 // commitLocked commits the call: no more retries, and the kept messages go.
 func (s *streamState) commitLocked() {
 	s.committed = true
@@ -340,11 +355,7 @@ func (cs *clientStream) RecvMsg(msg any) error {
 		}
 		err := s.readLocked(s.cur, msg)
 		if err == nil {
-			if !s.received {
-				s.adm.Commit(nil) // a half-open probe's verdict: see StreamClientInterceptor
-			}
-			s.received = true
-			s.commitLocked()
+			s.answeredLocked()
 			if !s.desc.ServerStreams { // one response: the call is over
 				s.finishLocked(nil, nil)
 			}

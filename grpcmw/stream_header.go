@@ -17,7 +17,8 @@ import (
 // the header of an attempt whose failure a RecvMsg already read, and
 // retries: Header waits for the retry and returns the next attempt's.
 // Headers that reach the caller commit the call: what the caller saw is not
-// replaced by another attempt's. A call that ends without a header (its
+// replaced by another attempt's; for a stream admitted as a half-open probe
+// they are its verdict, a success, as a first response is. A call that ends without a header (its
 // attempts ran out, or it failed or ended OK at once) returns no header and
 // no error, as gRPC's: RecvMsg returns its status.
 func (cs *clientStream) Header() (metadata.MD, error) {
@@ -38,7 +39,7 @@ func (cs *clientStream) Header() (metadata.MD, error) {
 		}
 		if md != nil || err != nil {
 			if err == nil {
-				s.commitLocked()
+				s.answeredLocked() // a half-open probe's verdict too
 			}
 			s.mu.Unlock()
 			return md, err
