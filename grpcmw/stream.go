@@ -96,6 +96,7 @@ type streamState struct {
 	over      sync.Cond // on mu: a read or a retry ended (reading, waiting, cur or done changed)
 	done      bool
 	ended     bool // endLocked ran: the call's end is recorded once
+	panicked  bool // a method of the inner stream panicked: the stream is over (stream_panic.go)
 }
 
 func newStream(ctx context.Context, m *engine.Method, o *options, timed bool, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
@@ -286,7 +287,10 @@ func (cs *clientStream) SendMsg(msg any) error {
 	}
 	cur := s.cur
 	s.mu.Unlock()
+	returned := false
+	defer s.guard(&returned)
 	err := cur.SendMsg(msg)
+	returned = true
 	if err == io.EOF {
 		s.mu.Lock()
 		kept := s.replay && !s.committed && !s.done
@@ -339,7 +343,11 @@ func (cs *clientStream) CloseSend() error {
 	s.closeSent = true
 	cur := s.cur
 	s.mu.Unlock()
-	return cur.CloseSend()
+	returned := false
+	defer s.guard(&returned)
+	err := cur.CloseSend()
+	returned = true
+	return err
 }
 
 // RecvMsg receives a response. The stream's outcome is recorded before the
@@ -352,6 +360,10 @@ func (cs *clientStream) RecvMsg(msg any) error {
 		s.mu.Lock()
 		for s.reading || s.waiting { // Header reads the attempt's status, or retries
 			s.over.Wait()
+		}
+		if s.panicked {
+			s.mu.Unlock()
+			return errStreamPanicked
 		}
 		err := s.readLocked(s.cur, msg)
 		if err == nil {
@@ -402,6 +414,11 @@ func (s *streamState) failedLocked(err error) (_ error, again bool) {
 		s.mu.Lock()
 		s.waiting = false
 		s.over.Broadcast()
+		if s.panicked { // a method of the inner stream panicked meanwhile
+			s.ended = true
+			s.call.EndPanicked()
+			return errStreamPanicked, false
+		}
 		if !ok || s.done {
 			// Only the context's end cuts the wait or ends the stream
 			// meanwhile: the caller gets its status, as from newStream.
@@ -423,7 +440,8 @@ func (s *streamState) failedLocked(err error) (_ error, again bool) {
 // it is taken again when RecvMsg returns, on every path (reading stays true
 // meanwhile, so that no other goroutine reads cur at once). Called with
 // s.mu held and no read under way; it returns with s.mu held, but not if
-// cur.RecvMsg panics.
+// cur.RecvMsg panics: the stream then ends as a call that panics
+// (panickedLocked) on the panic's way up.
 func (s *streamState) readLocked(cur grpc.ClientStream, msg any) (err error) {
 	s.reading = true
 	s.mu.Unlock()
@@ -435,6 +453,7 @@ func (s *streamState) readLocked(cur grpc.ClientStream, msg any) (err error) {
 		s.reading = false
 		s.over.Broadcast()
 		if !returned {
+			s.panickedLocked()
 			s.mu.Unlock()
 		}
 	}()
@@ -489,7 +508,12 @@ func (s *streamState) endLocked(err error) {
 // before the stream ends (gRPC says not to) gets no retry afterwards.
 func (cs *clientStream) Trailer() metadata.MD {
 	defer runtime.KeepAlive(cs) // its cleanup ends the stream: not while a method runs
-	return cs.committedAttempt().Trailer()
+	cur := cs.committedAttempt()
+	returned := false
+	defer cs.guard(&returned)
+	md := cur.Trailer()
+	returned = true
+	return md
 }
 
 // Context returns the context of the attempt that answers the call (its
@@ -498,7 +522,12 @@ func (cs *clientStream) Trailer() metadata.MD {
 // with the failed attempt while the stream went on, and its peer.
 func (cs *clientStream) Context() context.Context {
 	defer runtime.KeepAlive(cs) // its cleanup ends the stream: not while a method runs
-	return cs.committedAttempt().Context()
+	cur := cs.committedAttempt()
+	returned := false
+	defer cs.guard(&returned)
+	ctx := cur.Context()
+	returned = true
+	return ctx
 }
 
 // committedAttempt commits the call and returns its attempt. During a

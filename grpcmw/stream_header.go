@@ -3,6 +3,8 @@ package grpcmw
 import (
 	"runtime"
 
+	"google.golang.org/grpc"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -28,7 +30,7 @@ func (cs *clientStream) Header() (metadata.MD, error) {
 		s.mu.Lock()
 		cur, n := s.cur, s.attempts
 		s.mu.Unlock()
-		md, err := cur.Header()
+		md, err := s.headerOf(cur)
 		s.mu.Lock()
 		for s.attempts == n && s.waiting {
 			s.over.Wait() // that attempt failed and is being retried
@@ -70,4 +72,14 @@ func (cs *clientStream) Header() (metadata.MD, error) {
 			return nil, nil
 		}
 	}
+}
+
+// headerOf returns cur's header, read without the lock; when cur.Header
+// panics, the stream ends as a call that panics (panickedLocked).
+func (s *streamState) headerOf(cur grpc.ClientStream) (metadata.MD, error) {
+	returned := false
+	defer s.guard(&returned)
+	md, err := cur.Header()
+	returned = true
+	return md, err
 }

@@ -1,0 +1,56 @@
+package grpcmw
+
+import (
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// errStreamPanicked is what a stream's RecvMsg returns once a method of
+// its inner stream panicked (the panic itself went up the goroutine that
+// called that method).
+var errStreamPanicked = status.Error(codes.Internal, "grpcmw: the stream's inner stream panicked")
+
+// guard is deferred by the stream's methods around a call of the current
+// attempt's inner stream (an interceptor inside meshless's, a codec), made
+// without the lock: when that call panicked (returned still false), the
+// stream ends as a call that panics (panickedLocked) on the panic's way
+// up, which it does not stop.
+func (s *streamState) guard(returned *bool) {
+	if *returned {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.panickedLocked()
+}
+
+// panickedLocked ends the stream whose inner stream panicked, as openHeld
+// ends one whose retry's opening panicked: the current attempt's permits
+// are given back as a failure (Abort), the attempt policy's call and the
+// call end failed, once (EndPanicked: docs/metrics.md, "A call that
+// panics"), and the contexts and the watcher end. A stream that was over
+// holds nothing. When a RecvMsg or Header is waiting out a retry's backoff
+// (the failed attempt is settled, the next not yet open), that goroutine
+// owns the attempt policy's call until it wakes: failedLocked ends the call
+// then. Called with s.mu held.
+func (s *streamState) panickedLocked() {
+	if s.ended {
+		return
+	}
+	s.panicked, s.done = true, true
+	s.over.Broadcast()
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+	s.cancel()
+	s.sent, s.sentBytes = nil, 0
+	if s.waiting {
+		return
+	}
+	s.call.Abort(&s.adm, &s.dl)
+	if s.cancelCur != nil {
+		s.cancelCur()
+	}
+	s.ended = true
+	s.call.EndPanicked()
+}
