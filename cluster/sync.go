@@ -64,12 +64,22 @@ func (c *Cluster) sync(ctx context.Context) error {
 // failed, whether or not the client honours its context (go-redis does not
 // unless ContextTimeoutEnabled is set; it waits for ReadTimeout instead):
 // every breaker falls back to local decisions at that moment, and the
-// exchange's result, when it comes, is an error.
+// exchange's result, when it comes, is an error. The timeout's verdict
+// runs on the timer's goroutine; guard returns only once it has landed,
+// so that it never lands after the Sync that ran the exchange (or Close,
+// which waits for that Sync) returned.
 func (c *Cluster) guard(exchange func() error) error {
-	t := time.AfterFunc(c.o.timeout(), func() { c.fallBack(c.tooSlow()) })
+	fired := make(chan struct{})
+	t := time.AfterFunc(c.o.timeout(), func() {
+		defer close(fired)
+		c.fallBack(c.tooSlow())
+	})
 	err := exchange()
-	if !t.Stop() && err == nil { // the timer fired, or is firing: too late
-		err = c.tooSlow()
+	if !t.Stop() { // the timer fired, or is firing: too late
+		<-fired
+		if err == nil {
+			err = c.tooSlow()
+		}
 	}
 	return err
 }
