@@ -189,3 +189,47 @@ func TestATimeoutsVerdictLandsBeforeTheSyncEnds(t *testing.T) {
 		}
 	})
 }
+
+// A reply that arrives once the exchange's timeout has fired comes from a
+// round already declared failed (every breaker deciding alone, Redis
+// counted down): it changes nothing. Before, it was applied all the same:
+// an open record read late opened the breaker, behind the verdict.
+func TestAReplyAfterTheTimeoutChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake, r := new(fakeRedis), newLateRecorder()
+		c, b := bubbled(t, fake, r)
+		if err := c.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		gate := make(chan struct{})
+		record := ms(time.Now().Add(openWait)) + " 0 failure_rate b"
+		fake.answer(func(_ context.Context, cmds []redis.Cmder) error {
+			<-gate
+			for _, cmd := range cmds {
+				if cmd.Name() == "getrange" {
+					cmd.(*redis.StringCmd).SetVal(record) // b opened svc
+				}
+			}
+			return nil
+		})
+		synced := make(chan error, 1)
+		go func() { synced <- c.Sync(t.Context()) }()
+		time.Sleep(2 * lateTimeout) // the bubble's time: the timeout fires, Redis has not answered
+		synctest.Wait()
+		if c.Connected() {
+			t.Fatal("still connected past the timeout")
+		}
+		close(gate) // the late reply
+		if err := <-synced; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Sync: %v, want the timeout", err)
+		}
+		if s := b.State(); s != circuitbreaker.StateClosed {
+			t.Errorf("state %v after a reply that came past the timeout, want CLOSED: the late reply was applied", s)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.remoteOpens != 0 {
+			t.Errorf("%d remote opens reported from a late reply, want 0", r.remoteOpens)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,7 +47,7 @@ func (c *Cluster) sync(ctx context.Context) error {
 	if err := c.flush(ctx); err != nil {
 		return err
 	}
-	err := c.guard(func() error { return c.exchange(ctx) })
+	err := c.guard(func(d *deadline) error { return c.exchange(ctx, d) })
 	if err != nil && ctx.Err() != nil {
 		// Cut short by the caller, or by Close (whose loop may start a sync
 		// as it stops): says nothing about Redis, so neither counted nor
@@ -68,20 +69,46 @@ func (c *Cluster) sync(ctx context.Context) error {
 // runs on the timer's goroutine; guard returns only once it has landed,
 // so that it never lands after the Sync that ran the exchange (or Close,
 // which waits for that Sync) returned.
-func (c *Cluster) guard(exchange func() error) error {
+//
+// A reply and the timeout race to decide the exchange (deadline): the
+// exchange calls inTime before it acts on what Redis answered, and a reply
+// that comes once the timeout has decided is not acted on (the round was
+// declared failed; what it would change waits for the next sync).
+func (c *Cluster) guard(exchange func(d *deadline) error) error {
+	var d deadline
 	fired := make(chan struct{})
 	t := time.AfterFunc(c.o.timeout(), func() {
 		defer close(fired)
-		c.fallBack(c.tooSlow())
-	})
-	err := exchange()
-	if !t.Stop() { // the timer fired, or is firing: too late
-		<-fired
-		if err == nil {
-			err = c.tooSlow()
+		if d.state.CompareAndSwap(pending, timedOut) {
+			c.fallBack(c.tooSlow())
 		}
+	})
+	err := exchange(&d)
+	d.inTime()     // an exchange that acted on nothing: decided now, if still undecided
+	if !t.Stop() { // the timer fired, or is firing
+		<-fired
+	}
+	if err == nil && d.state.Load() == timedOut {
+		err = c.tooSlow()
 	}
 	return err
+}
+
+// deadline is what decided one exchange: its reply (inTime), or its
+// timeout, whichever came first.
+type deadline struct{ state atomic.Int32 }
+
+// The states of deadline.
+const (
+	pending int32 = iota
+	answered
+	timedOut
+)
+
+// inTime reports whether the exchange's reply came before its timeout: the
+// exchange may act on it. Once false, it stays false.
+func (d *deadline) inTime() bool {
+	return d.state.CompareAndSwap(pending, answered) || d.state.Load() == answered
 }
 
 // tooSlow is the error of an exchange that passed its timeout.
@@ -101,8 +128,9 @@ type read struct {
 }
 
 // exchange is one pipelined round trip for every breaker, and a second one
-// when a key needs repairing. Called with syncMu held.
-func (c *Cluster) exchange(ctx context.Context) error {
+// when a key needs repairing. A reply that comes past d's timeout is not
+// acted on. Called with syncMu held.
+func (c *Cluster) exchange(ctx context.Context, d *deadline) error {
 	entries := c.list()
 	if len(entries) == 0 {
 		return c.ping(ctx)
@@ -132,6 +160,9 @@ func (c *Cluster) exchange(ctx context.Context) error {
 	})
 	if err := redisDown(cmds, err); err != nil {
 		return err
+	}
+	if !d.inTime() {
+		return c.tooSlow()
 	}
 	var fix []repair
 	for i := range reads {
@@ -355,7 +386,7 @@ func (c *Cluster) flush(ctx context.Context) error {
 			}
 			// Half-open with no probe leased: try again (a holder may have gone).
 		}
-		err := c.guard(func() error { return c.act(ctx, e) })
+		err := c.guard(func(d *deadline) error { return c.act(ctx, e, d) })
 		if err == nil {
 			continue
 		}
@@ -387,8 +418,12 @@ func (c *Cluster) keyFailed(ctx context.Context, key string, err error) error {
 	return errRepaired
 }
 
-// act handles one breaker's own change, by the state it is in now.
-func (c *Cluster) act(ctx context.Context, e *entry) error {
+// act handles one breaker's own change, by the state it is in now. A reply
+// that comes past d's timeout is not acted on: the change stays pending (a
+// claim found in force is this instance's own at the next flush; probes
+// leased too late are held by no one until the lease expires, three sync
+// intervals, while this instance probes alone).
+func (c *Cluster) act(ctx context.Context, e *entry, d *deadline) error {
 	w := coord.Of(e.b).Window()
 	now := c.o.clock.Now()
 	ctx, cancel := context.WithTimeout(ctx, c.o.timeout())
@@ -410,6 +445,9 @@ func (c *Cluster) act(ctx context.Context, e *entry) error {
 		res, err := claimOpen.Run(ctx, c.rdb, []string{key}, o.encode(), px, now.UnixMilli(), c.channel, msg.encode(), latest).Slice()
 		if err != nil {
 			return c.keyFailed(ctx, key, err) // pending again: claimed once Redis answers, if still open
+		}
+		if !d.inTime() {
+			return c.tooSlow()
 		}
 		v, replaced := claimed(res)
 		if replaced {
@@ -439,6 +477,9 @@ func (c *Cluster) act(ctx context.Context, e *entry) error {
 		n, err := leaseProbes.Run(ctx, c.rdb, []string{key}, limit, limit, px).Int()
 		if err != nil {
 			return c.keyFailed(ctx, key, err)
+		}
+		if !d.inTime() {
+			return c.tooSlow()
 		}
 		if n < 0 { // another instance's probes closed this round
 			if coord.Of(e.b).CloseRemote() {
