@@ -39,8 +39,11 @@ type Cluster struct {
 	repaired atomic.Bool // a repair was logged as a warning
 
 	notify chan struct{} // a breaker changed state by itself
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	// stopped is done once Close has begun: the loop's exchanges are cut
+	// short by it, and the loop and the listener return.
+	stopped context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
 	// life orders Start and Close: Start adds to wg under it, only before
 	// Close has marked the cluster closed, so that no Add races Close's
 	// Wait and nothing starts once Close has begun.
@@ -108,8 +111,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Cluster, error) {
 	c := &Cluster{
 		rdb: rdb, o: o, ns: o.Namespace, channel: o.Namespace + ":events", alive: o.Namespace + ":alive:" + o.instance,
 		entries: map[*circuitbreaker.Breaker]*entry{}, byName: map[string][]*entry{},
-		notify: make(chan struct{}, 1), stop: make(chan struct{}),
+		notify: make(chan struct{}, 1),
 	}
+	c.stopped, c.stop = context.WithCancel(context.Background())
 	c.up = &coord.Coordination{OnTransition: c.onTransition, LeaseProbes: true, ClusterDecides: o.DecideOn == DecideCluster}
 	c.down = &coord.Coordination{OnTransition: c.onTransition}
 	return c, nil
@@ -242,7 +246,7 @@ func (c *Cluster) Close() {
 		c.life.Lock()
 		c.closed = true
 		c.life.Unlock()
-		close(c.stop)
+		c.stop()
 		c.wg.Wait()
 		// Under syncMu: a manual Sync that began before the cluster was
 		// closed ends first, and one after finds it closed (Sync).
@@ -257,20 +261,19 @@ func (c *Cluster) Close() {
 	})
 }
 
+// loop syncs every sync interval, and flushes what a breaker did at once.
+// Its exchanges are cut short by Close (c.stopped), with no goroutine of
+// its own to cancel them: before, one waited for Close to cancel the
+// loop's context, and Close did not wait for it.
 func (c *Cluster) loop() {
 	defer c.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-c.stop
-		cancel()
-	}()
+	ctx := c.stopped
 	t := time.NewTicker(c.o.SyncInterval)
 	defer t.Stop()
 	_ = c.Sync(ctx)
 	for {
 		select {
-		case <-c.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 			_ = c.Sync(ctx)
@@ -293,7 +296,7 @@ func (c *Cluster) listen() {
 	ch := ps.Channel()
 	for {
 		select {
-		case <-c.stop:
+		case <-c.stopped.Done():
 			return
 		case m, ok := <-ch:
 			if !ok {
