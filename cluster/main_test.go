@@ -97,6 +97,17 @@ func podConf(edits ...func(*circuitbreaker.Config)) circuitbreaker.Config {
 func (w *world) podWith(id string, start bool, bopts []circuitbreaker.Option, opts ...cluster.Option) *pod {
 	w.t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: w.srv.Addr(), MaxRetries: -1, DialTimeout: time.Second})
+	return w.podClient(id, start, rdb, bopts, opts...)
+}
+
+// podOn is pod, not started, over the client rdb (closed with the pod).
+func (w *world) podOn(id string, rdb *redis.Client) *pod {
+	w.t.Helper()
+	return w.podClient(id, false, rdb, nil)
+}
+
+func (w *world) podClient(id string, start bool, rdb *redis.Client, bopts []circuitbreaker.Option, opts ...cluster.Option) *pod {
+	w.t.Helper()
 	b, err := circuitbreaker.New(append([]circuitbreaker.Option{
 		circuitbreaker.WithConfig(podConf()), circuitbreaker.WithName("svc"),
 		circuitbreaker.WithClock(w.clk),

@@ -185,10 +185,21 @@ func (c *Cluster) keepOrGiveBack(ctx context.Context, p redis.Pipeliner, r *read
 	case now-e.leasedAt >= c.o.SyncInterval.Milliseconds():
 		if n := coord.Of(e.b).ReturnProbes(); n > 0 {
 			e.gaveBack, e.gaveRejected = r.w.Since.UnixMilli(), r.w.Rejected
-			p.Eval(ctx, giveBack, []string{key}, n)
+			// Sent once: a client that retries (go-redis after a lost
+			// reply) would give the probes back twice, and let the others
+			// lease more than the limit. The whole pipeline is then not
+			// retried: the sync fails, as with Redis away.
+			_ = p.Process(ctx, noRetry{redis.NewCmd(ctx, "eval", giveBack, 1, key, n)})
 		}
 	}
 }
+
+// noRetry is a command that the client does not send again after an error
+// (a lost reply is no proof that it did not run): for a script that is not
+// idempotent. go-redis honours it in single commands and pipelines alike.
+type noRetry struct{ *redis.Cmd }
+
+func (noRetry) NoRetry() bool { return true }
 
 // publish queues r's breaker's writes to its window hash, and the read of
 // it when the breaker is CLOSED: dead instances' fields are deleted; a
