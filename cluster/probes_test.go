@@ -246,3 +246,35 @@ func TestAPodHalfOpenAloneTakesNoLeaseOnceRedisAnswers(t *testing.T) {
 			coord.Of(a.b).Window(), coord.Of(b.b).Window())
 	}
 }
+
+// Redis lost the round's count of leased probes (flushed, evicted,
+// restarted empty) while a holder's probes were out. The holder renewed a
+// lease that was no longer there (PEXPIRE of nothing), and the next pod to
+// lease took the whole limit again: twice the limit out. Now the holder
+// writes its count back at its next sync, unless a count is there: a pod
+// that leases after that finds the limit taken. (A pod that leases between
+// the loss and the holder's sync still gets a second limit: the count is
+// all the cluster knows.)
+func TestALeaseRedisLostIsWrittenBackByItsHolder(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.pod("a", false), w.pod("b", false)
+	openAll(t, w, a, b)
+	a.sync() // a leases both probes
+	b.sync()
+	held := probes(2, a)[a]
+	if len(held) != 2 {
+		t.Fatalf("a holds %d probes, want 2", len(held))
+	}
+	if err := w.admin().FlushAll(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a.sync() // a's probes are still out: it renews its lease
+	b.sync()
+	if n := count(probes(5, b)); n != 0 {
+		t.Fatalf("b leased %d probes while a's 2 were out, with a limit of 2", n)
+	}
+	for _, pm := range held {
+		pm.Record(ok)
+	}
+	a.wantState(circuitbreaker.StateClosed)
+}

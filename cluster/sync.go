@@ -181,7 +181,13 @@ func (c *Cluster) keepOrGiveBack(ctx context.Context, p redis.Pipeliner, r *read
 	e, key := r.e, c.probesKey(r.e.name, r.e.leaseRound)
 	switch {
 	case r.w.Out > 0:
-		p.PExpire(ctx, key, horizon*c.o.SyncInterval) // still probing: keep the lease
+		// Still probing: keep the lease. A count Redis lost (flushed,
+		// evicted, restarted empty) is written back as this instance's
+		// grant, unless one is there (another lease since, or the round
+		// closed): the next instance to lease finds the limit taken.
+		ttl := horizon * c.o.SyncInterval
+		p.SetNX(ctx, key, r.w.Granted, ttl)
+		p.PExpire(ctx, key, ttl)
 	case now-e.leasedAt >= c.o.SyncInterval.Milliseconds():
 		if n := coord.Of(e.b).ReturnProbes(); n > 0 {
 			e.gaveBack, e.gaveRejected = r.w.Since.UnixMilli(), r.w.Rejected
