@@ -21,11 +21,11 @@ import (
 // key's next replay round (its 10s timer) before any live call of the
 // method: the replay goes through the chain, whose lookup of the method —
 // not yet built in the new configuration — builds it under the engine's
-// lock, and building it replaces the key's queue: queueOf closes the old
-// queue and waits for its goroutine, which is the very goroutine doing the
-// replay. It waits for itself for ever, holding the engine's locks: no
-// replay, and every later first call of a method, Kick, Breaker and Close
-// of the chain hang.
+// lock, and building it replaces the key's queue: dlqueues.Queues.Queue
+// closes the old queue and waits for its goroutine, which is the very
+// goroutine doing the replay. It waits for itself for ever, holding the
+// engine's locks: no replay, and every later first call of a method, Kick,
+// Breaker and Close of the chain hang.
 func TestAReplayAfterAReloadDoesNotDeadlock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "dl.db")
 	var (
@@ -81,7 +81,7 @@ defaults:
 		}
 		stop()
 	case <-time.After(40 * time.Second): // a failure detector: the round comes 10s after the last one
-		t.Fatal("no replay reached the backend in 40s: the replay round deadlocked on itself (queueOf closes the queue that runs the replay, under the engine's lock)")
+		t.Fatal("no replay reached the backend in 40s: the replay round deadlocked on itself (dlqueues.Queues.Queue closes the queue that runs the replay, under the engine's lock)")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/meshless/meshless/cluster"
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/internal/dlqueues"
 	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
@@ -69,9 +70,9 @@ type Engine struct {
 	cluster  *cluster.Cluster
 	bind     *clusterBinding // set by New when the cluster waits for its target
 	ownRedis redis.UniversalClient
-	dl       deadLetters
-	mu       sync.Mutex // serialises Reload, Close and a key's first call
-	closed   bool       // under mu: Close was called
+	dl       *dlqueues.Queues // made by New once the cluster has dialled its client
+	mu       sync.Mutex       // serialises Reload, Close and a key's first call
+	closed   bool             // under mu: Close was called
 	state    atomic.Pointer[state]
 }
 
@@ -109,6 +110,11 @@ func New(cfg *config.Config, t Transport, opts Options) (*Engine, error) {
 	if err := e.startCluster(st.cfg); err != nil {
 		return nil, err
 	}
+	rdb := opts.Redis
+	if rdb == nil {
+		rdb = e.ownRedis
+	}
+	e.dl = dlqueues.New(dlqueues.Options{Clock: opts.Clock, Listener: opts.DeadLetterListener, Redis: rdb, Replay: e.replay})
 	if err := e.resumeDeadLetters(st.cfg); err != nil {
 		e.Close()
 		return nil, err
@@ -233,7 +239,7 @@ func (e *Engine) dropUnused(st *state) {
 func (e *Engine) Close() {
 	e.mu.Lock()
 	e.closed = true
-	closeDeadLetters := e.detachDeadLetters()
+	closeDeadLetters := e.dl.Detach()
 	e.closeCluster()
 	st := e.state.Load()
 	for _, be := range st.breakers {

@@ -197,7 +197,7 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		m.attempts = e.newRetry(st, m, rc, nil)
 	}
 	if s.DeadLetter != nil && e.replays() {
-		q, err := e.queueOf(s.Key, *s.DeadLetter)
+		q, err := e.dl.Queue(s.Key, *s.DeadLetter)
 		if err != nil {
 			slog.Error("meshless: the dead-letter queue cannot be opened; the key's calls are not deferred", "key", s.Key, "error", err)
 		} else {
