@@ -13,6 +13,7 @@ import (
 	"github.com/meshless/meshless/cluster"
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/internal/clusterlink"
 	"github.com/meshless/meshless/internal/dlqueues"
 	"github.com/meshless/meshless/ratelimiter"
 	"github.com/meshless/meshless/resilience"
@@ -64,16 +65,13 @@ type Engine struct {
 	// context deadlines too; a custom clock's do not (see real).
 	realTime bool
 	// system: opts.Clock is the system clock itself (see since).
-	system bool
-	timed  bool // opts.TimedAttempts
-	// cluster (under mu), bind and ownRedis: see startCluster.
-	cluster  *cluster.Cluster
-	bind     *clusterBinding // set by New when the cluster waits for its target
-	ownRedis redis.UniversalClient
-	dl       *dlqueues.Queues // made by New once the cluster has dialled its client
-	mu       sync.Mutex       // serialises Reload, Close and a key's first call
-	closed   bool             // under mu: Close was called
-	state    atomic.Pointer[state]
+	system  bool
+	timed   bool             // opts.TimedAttempts
+	cluster clusterlink.Link // under mu (but WantsTarget, Bound): see startCluster
+	dl      *dlqueues.Queues // made by New once the cluster has dialled its client
+	mu      sync.Mutex       // serialises Reload, Close and a key's first call
+	closed  bool             // under mu: Close was called
+	state   atomic.Pointer[state]
 }
 
 // state is one configuration's resolved policies. Reload replaces it whole;
@@ -112,7 +110,7 @@ func New(cfg *config.Config, t Transport, opts Options) (*Engine, error) {
 	}
 	rdb := opts.Redis
 	if rdb == nil {
-		rdb = e.ownRedis
+		rdb = e.cluster.Redis()
 	}
 	e.dl = dlqueues.New(dlqueues.Options{Clock: opts.Clock, Listener: opts.DeadLetterListener, Redis: rdb, Replay: e.replay})
 	if err := e.resumeDeadLetters(st.cfg); err != nil {
@@ -176,7 +174,7 @@ func (e *Engine) Throttle() *retry.Throttle { return e.state.Load().throttle }
 func (e *Engine) Cluster() *cluster.Cluster {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.cluster
+	return e.cluster.Cluster()
 }
 
 // ErrClusterReload is Reload's error when the cluster section changed.
@@ -216,9 +214,7 @@ func (e *Engine) Reload(cfg *config.Config) error {
 func (e *Engine) dropUnused(st *state) {
 	for k, be := range st.breakers {
 		if s := st.cfg.Resolve(e.opts.Scope, be.by.group, be.by.name); s.Breaker == nil || s.Key != k {
-			if e.cluster != nil {
-				e.cluster.Remove(be.b)
-			}
+			e.cluster.Remove(be.b)
 			be.b.Close()
 			delete(st.breakers, k)
 		}
@@ -240,7 +236,7 @@ func (e *Engine) Close() {
 	e.mu.Lock()
 	e.closed = true
 	closeDeadLetters := e.dl.Detach()
-	e.closeCluster()
+	e.cluster.Close()
 	st := e.state.Load()
 	for _, be := range st.breakers {
 		be.b.Close()
@@ -250,11 +246,11 @@ func (e *Engine) Close() {
 	}
 	e.mu.Unlock()
 	closeDeadLetters() // without the lock: a replay in flight may need it
-	if e.ownRedis != nil {
+	if rdb := e.cluster.Redis(); rdb != nil {
 		// Last: a Redis dead-letter store without a redis section of its
 		// own uses this client, and its queues give their leases back
 		// while they close.
-		_ = e.ownRedis.Close()
+		_ = rdb.Close()
 	}
 }
 

@@ -319,18 +319,14 @@ func (e *Engine) breakerOf(st *state, key string, cfg circuitbreaker.Config, by 
 				return be
 			}
 		}
-		if e.cluster != nil {
-			e.cluster.Remove(be.b)
-		}
+		e.cluster.Remove(be.b)
 		be.b.Close() // replaced: its gauges go
 	}
 	b, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg), circuitbreaker.WithClock(e.opts.Clock), circuitbreaker.WithObserver(e.gauged()))
 	if err != nil {
 		return nil // cannot happen: the configuration was validated
 	}
-	if e.cluster != nil {
-		e.cluster.Add(b)
-	}
+	e.cluster.Add(b)
 	if e.replays() {
 		// A breaker that closes replays its key's deferred calls: its
 		// queue's, if its configuration (now or after a reload) has one.
