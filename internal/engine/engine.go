@@ -199,8 +199,26 @@ func (e *Engine) Reload(cfg *config.Config) error {
 		return ErrClusterReload
 	}
 	e.dropUnused(st)
+	e.reconfigureKept(st)
 	e.state.Store(st)
 	return nil
+}
+
+// reconfigureKept gives each breaker a reload carried over into st the
+// configuration st resolves for its key, now rather than at its key's next
+// call: a changed mode moves the breaker to that mode's state, and its new
+// thresholds reach the calls in flight, before Reload returns (a breaker
+// whose window changed is replaced now, as its key's next call would have
+// done). Without it a reload to mode FORCED_OPEN left the breaker CLOSED
+// until a call came, and a call waiting out a backoff retried through it.
+// The method that built a breaker resolves it, as in dropUnused, which
+// has removed the keys st no longer uses. Called with e.mu held.
+func (e *Engine) reconfigureKept(st *state) {
+	for k, be := range st.breakers {
+		if s := st.cfg.Resolve(e.opts.Scope, be.by.group, be.by.name); s.Breaker != nil && s.Key == k {
+			e.breakerOf(st, k, *s.Breaker, be.by)
+		}
+	}
 }
 
 // dropUnused closes the breakers and bulkheads a reload carried over into
