@@ -108,7 +108,7 @@ func TestEveryDefaultMeetsEverySettingHTTP(t *testing.T) {
 		run    func(t *testing.T, e *httpMatrixEnv)
 	}{
 		{
-			name:   "POST × retries on 503",
+			name:   "POST × retries on 503, retry throttle",
 			yaml:   "defaults:\n" + fast,
 			answer: answering(503),
 			run: func(t *testing.T, e *httpMatrixEnv) {
@@ -116,7 +116,21 @@ func TestEveryDefaultMeetsEverySettingHTTP(t *testing.T) {
 				if got["Service Unavailable"] != 1 || e.next.n.Load() != 1 {
 					t.Errorf("POST = %v after %d attempts, want its one 503", got, e.next.n.Load())
 				}
-				t.Logf("tokens after a POST's 503: %v", e.chain.Throttle().Tokens())
+				// It still moves the retry throttle, as a gRPC method without
+				// retries does; a 404 moves nothing, a 200 gives tokenRatio back.
+				if tk := e.chain.Throttle().Tokens(); tk != 9 {
+					t.Errorf("tokens = %v after a POST's 503, want 9", tk)
+				}
+				e.next.answer = answering(404)
+				e.send(t, context.Background(), 1, http.MethodGet)
+				if tk := e.chain.Throttle().Tokens(); tk != 9 {
+					t.Errorf("tokens = %v after a 404, want 9", tk)
+				}
+				e.next.answer = answering(200)
+				e.send(t, context.Background(), 1, http.MethodGet)
+				if tk := e.chain.Throttle().Tokens(); tk != 9.1 {
+					t.Errorf("tokens = %v after a 200, want 9.1", tk)
+				}
 			},
 		},
 		{
