@@ -382,6 +382,25 @@ func TestEveryDefaultMeetsEverySetting(t *testing.T) {
 			},
 		},
 		{
+			// overload.md: the throttler's verdict is the breaker's
+			// classification, but for RESOURCE_EXHAUSTED, always a refusal: with
+			// UNAVAILABLE out of failureStatusCodes, a backend answering
+			// UNAVAILABLE to every call is never throttled (HTTP's 503 is, below).
+			name:  "failureStatusCodes without UNAVAILABLE × adaptive throttler",
+			yaml:  "defaults:\n  circuitBreaker: { failureStatusCodes: [INTERNAL] }\n  retry: { enabled: false }\n",
+			setup: func(f *faultServer) { f.setUnary(failing(codes.Unavailable)) },
+			run: func(t *testing.T, e *matrixEnv) {
+				if got := e.calls(context.Background(), 200); got["Unavailable"] != 200 {
+					t.Errorf("calls = %v, want 200 UNAVAILABLE, none throttled", got)
+				}
+				time.Sleep(11 * time.Second) // the bubble's clock: the window (10s) forgets those accepts
+				e.f.setUnary(failing(codes.ResourceExhausted))
+				if got := e.calls(context.Background(), 200); got["ResourceExhausted THROTTLED"] == 0 {
+					t.Errorf("calls = %v: RESOURCE_EXHAUSTED must be a refusal whatever the lists", got)
+				}
+			},
+		},
+		{
 			// configuration.md, observe mode: the throttler counts and draws,
 			// the retry budget moves, nothing acts.
 			name:  "observe × throttler, retry, retry throttle",

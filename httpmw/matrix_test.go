@@ -170,6 +170,24 @@ func TestEveryDefaultMeetsEverySettingHTTP(t *testing.T) {
 			},
 		},
 		{
+			// overload.md: the throttler's verdict is the breaker's
+			// classification, but 429 and 503 are always refusals; a 502 out
+			// of failureStatusCodes is an accept.
+			name:   "failureStatusCodes without 502, 503 × adaptive throttler",
+			yaml:   "hosts:\n  api.test:\n    circuitBreaker: { failureStatusCodes: [500] }\n    retry: { enabled: false }\n",
+			answer: answering(502),
+			run: func(t *testing.T, e *httpMatrixEnv) {
+				if got := e.send(t, context.Background(), 200, http.MethodGet); got["Bad Gateway"] != 200 {
+					t.Errorf("GET = %v, want 200 502s, none throttled", got)
+				}
+				time.Sleep(11 * time.Second) // the bubble's clock: the window (10s) forgets those accepts
+				e.next.answer = answering(503)
+				if got := e.send(t, context.Background(), 200, http.MethodGet); got["THROTTLED"] == 0 {
+					t.Errorf("GET = %v: a 503 must be a refusal whatever the lists", got)
+				}
+			},
+		},
+		{
 			// http.md: Retry-After on a retryable 503 replaces the backoff.
 			name:   "Retry-After × retry",
 			yaml:   "defaults:\n" + fast + "  timeout: { perAttempt: 1s, overall: 10s }\n",
