@@ -300,6 +300,21 @@ func TestEveryDefaultMeetsEverySetting(t *testing.T) {
 			},
 		},
 		{
+			// hedging.md rule 7: a copy refused here sends no more, and the
+			// call returns the copies' last answer, not the refusal (a retry
+			// returns the refusal, above): not deferred on CIRCUIT_OPEN.
+			name:  "dead-letter queue × hedging, breaker opening mid-call",
+			yaml:  "defaults:\n  circuitBreaker: { slidingWindowSize: 2, minimumNumberOfCalls: 2 }\n  retry: { enabled: false }\n  hedging: { hedgingDelay: 10ms }\n  deadLetter: { path: \"{{dl}}\" }\n",
+			setup: func(f *faultServer) { f.setUnary(failing(codes.Unavailable)) },
+			run: func(t *testing.T, e *matrixEnv) {
+				got := e.calls(context.Background(), 1)
+				if got["Unavailable"] != 1 || e.f.calls.Load() != 2 || e.breaker(t).State() != circuitbreaker.StateOpen {
+					t.Errorf("call = %v after %d copies, breaker %v; want the second copy's UNAVAILABLE, not deferred, the third copy refused by the OPEN breaker",
+						got, e.f.calls.Load(), e.breaker(t).State())
+				}
+			},
+		},
+		{
 			// METRICS_ONLY never refuses: nothing for on: [CIRCUIT_OPEN].
 			name:  "dead-letter queue × METRICS_ONLY breaker",
 			yaml:  "defaults:\n  circuitBreaker: { mode: METRICS_ONLY, slidingWindowSize: 2, minimumNumberOfCalls: 2 }\n  deadLetter: { path: \"{{dl}}\" }\n  retry: { enabled: false }\n",
