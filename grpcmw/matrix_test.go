@@ -287,6 +287,24 @@ func TestEveryDefaultMeetsEverySetting(t *testing.T) {
 			},
 		},
 		{
+			// configuration.md, observe mode: the timeouts leave the caller's
+			// deadline as it was, so none reaches the server from meshless.
+			name: "observe × timeouts on the wire",
+			yaml: "defaults:\n  mode: observe\n",
+			run: func(t *testing.T, e *matrixEnv) {
+				var bounded atomic.Bool
+				e.f.setUnary(func(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+					_, ok := ctx.Deadline()
+					bounded.Store(ok)
+					return &testgrpc.SimpleResponse{}, nil
+				})
+				e.calls(context.Background(), 1)
+				if bounded.Load() {
+					t.Error("the server got a deadline from a call in observe mode whose caller set none")
+				}
+			},
+		},
+		{
 			// deadletter.md: what the key's own breaker refuses is deferred,
 			// also a retry refused by a breaker the call's own failures opened.
 			name:  "dead-letter queue × retry, breaker opening mid-call",

@@ -54,6 +54,7 @@ func answering(status int, header ...string) func(*http.Request) *http.Response 
 }
 
 type httpMatrixEnv struct {
+	path    string // the requests' path: /v1/x unless set
 	next    *fakeNext
 	chain   *httpmw.Chain
 	client  *http.Client
@@ -66,7 +67,11 @@ func (e *httpMatrixEnv) send(t *testing.T, ctx context.Context, n int, method st
 	t.Helper()
 	out := map[string]int{}
 	for range n {
-		req, err := http.NewRequestWithContext(ctx, method, "http://api.test/v1/x", strings.NewReader("body"))
+		path := e.path
+		if path == "" {
+			path = "/v1/x"
+		}
+		req, err := http.NewRequestWithContext(ctx, method, "http://api.test"+path, strings.NewReader("body"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,6 +193,28 @@ func TestEveryDefaultMeetsEverySettingHTTP(t *testing.T) {
 			},
 		},
 		{
+			// configuration.md: keyBy: method keys the breaker, and the
+			// throttler with it, by route: one route's 503s throttle it alone.
+			name: "keyBy: method × adaptive throttler",
+			yaml: "hosts:\n  api.test:\n    circuitBreaker: { keyBy: method, minimumNumberOfCalls: 100 }\n    retry: { enabled: false }\n    routes:\n      \"/a/\": {}\n      \"/b/\": {}\n",
+			answer: func(r *http.Request) *http.Response {
+				if strings.HasPrefix(r.URL.Path, "/a/") {
+					return answering(503)(r)
+				}
+				return answering(200)(r)
+			},
+			run: func(t *testing.T, e *httpMatrixEnv) {
+				e.path = "/a/x"
+				if got := e.send(t, context.Background(), 100, http.MethodGet); got["THROTTLED"] == 0 {
+					t.Fatalf("/a/ = %v: its throttler never engaged", got)
+				}
+				e.path = "/b/x"
+				if got := e.send(t, context.Background(), 50, http.MethodGet); got["OK"] != 50 {
+					t.Errorf("/b/ = %v: another route's throttler held it back under keyBy: method", got)
+				}
+			},
+		},
+		{
 			// http.md: Retry-After on a retryable 503 replaces the backoff.
 			name:   "Retry-After × retry",
 			yaml:   "defaults:\n" + fast + "  timeout: { perAttempt: 1s, overall: 10s }\n",
@@ -226,6 +253,23 @@ func TestEveryDefaultMeetsEverySettingHTTP(t *testing.T) {
 				}
 				if m := e.metrics(); m["meshless.observe.decisions retry retry"] != 1 {
 					t.Errorf("the would-be retry was not counted: %v", m)
+				}
+			},
+		},
+		{
+			// A POST is not retried under enforce, so observe mode counts no
+			// would-be retry for it either; a GET's is counted.
+			name:   "observe × POST",
+			yaml:   "defaults:\n  mode: observe\n" + fast,
+			answer: answering(503),
+			run: func(t *testing.T, e *httpMatrixEnv) {
+				e.send(t, context.Background(), 1, http.MethodPost)
+				if m := e.metrics(); m["meshless.observe.decisions retry retry"] != 0 {
+					t.Errorf("observe mode counted a would-be retry of a POST: %v", m)
+				}
+				e.send(t, context.Background(), 1, http.MethodGet)
+				if m := e.metrics(); m["meshless.observe.decisions retry retry"] != 1 || e.next.n.Load() != 2 {
+					t.Errorf("after a GET: %d requests, %v", e.next.n.Load(), m)
 				}
 			},
 		},
