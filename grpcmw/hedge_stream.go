@@ -490,7 +490,12 @@ func (hs *hedgedStream) Header() (metadata.MD, error) {
 }
 
 // Trailer returns the committed copy's trailer, or, when a copy's end
-// answered the call before any response, that copy's.
+// answered the call before any response, that copy's; before either, none.
+// Unlike an unhedged stream's (and grpc-go's), it does not commit the call:
+// before a copy has answered there is no trailer of the call to give, and
+// committing would mean choosing a copy that has not answered and
+// cancelling the others, which may win (gRFC A6 commits a hedged call at
+// its first response only).
 func (hs *hedgedStream) Trailer() metadata.MD {
 	if w := hs.committed(); w != nil {
 		return w.Trailer()
@@ -504,8 +509,12 @@ func (hs *hedgedStream) Trailer() metadata.MD {
 	return nil
 }
 
-// Context returns the committed copy's context, or the stream's before the
-// commit.
+// Context returns the committed copy's context (its peer, its end), or,
+// before the commit, the stream's own: it does not commit the call, for
+// the reasons Trailer gives. The stream's context is what an unhedged
+// stream's commit protects: it ends with the stream, never with a copy that
+// failed or lost, so a caller holding it is not left with a context that
+// ended while it receives; it carries no peer (docs/grpc-streams.md).
 func (hs *hedgedStream) Context() context.Context {
 	if w := hs.committed(); w != nil {
 		return w.Context()
