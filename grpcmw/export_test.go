@@ -4,6 +4,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meshless/meshless/grpcmw/outlier"
+	"github.com/meshless/meshless/internal/grpcwire"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -19,7 +20,7 @@ func EjectionListener(user outlier.Listener, rec resilience.Recorder) outlier.Li
 }
 
 // Pushback reads a trailer's grpc-retry-pushback-ms as the client does.
-var Pushback = pushback
+var Pushback = grpcwire.Pushback
 
 // StreamLockHeld reports whether the lock of the stream the interceptor
 // returned is held .

@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/engine"
+	"github.com/meshless/meshless/internal/grpcwire"
 	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/retry"
@@ -117,7 +118,7 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 		// The stream's context ended before the first copy (the caller's
 		// had, or its overall timeout): none is sent, so nothing counts for
 		// or against the backend (engine.Method.Ended).
-		s.commitErr = contextStatus(err)
+		s.commitErr = grpcwire.ContextStatus(err)
 		s.decide()
 		s.mu.Unlock()
 		return s.commitErr
@@ -161,7 +162,7 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 	if n > 0 && s.copies[n-1].ended {
 		s.answer = &s.copies[n-1] // ended OK or with a fatal code: its trailer is the call's
 	}
-	s.commitErr = contextStatus(engine.WithoutPushback(err))
+	s.commitErr = grpcwire.ContextStatus(engine.WithoutPushback(err))
 	return s.commitErr
 }
 
@@ -190,17 +191,6 @@ func (s *hedgedState) releaseLosers(i, winner int) {
 func (s *hedgedState) decide() {
 	s.decided = true
 	s.over.Broadcast()
-}
-
-// contextStatus returns err, a context's own error (the caller's cancel
-// or deadline, met where no gRPC stream reported it) as the status gRPC
-// gives it, CANCELLED or DEADLINE_EXCEEDED: status.Code of the bare error
-// is UNKNOWN, which one hop up counts against this service.
-func contextStatus(err error) error {
-	if err == context.Canceled || err == context.DeadlineExceeded {
-		return status.FromContextError(err).Err()
-	}
-	return err
 }
 
 // copy is one copy: admitted through the stream pipeline, it opens the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/engine"
+	"github.com/meshless/meshless/internal/grpcwire"
 	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/internal/pipeline"
 )
@@ -426,7 +427,7 @@ func (s *streamState) failedLocked(err error) (_ error, again bool) {
 				err = cerr
 			}
 			s.endLocked(err)
-			return contextStatus(err), false
+			return grpcwire.ContextStatus(err), false
 		}
 		oerr := s.openHeld()
 		if oerr == nil {

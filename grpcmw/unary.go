@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/meshless/meshless/internal/engine"
+	"github.com/meshless/meshless/internal/grpcwire"
 	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/retry"
 )
@@ -120,7 +121,7 @@ func withPushback(err error, trailer metadata.MD) error {
 	if err == nil {
 		return nil
 	}
-	if d, ok := pushback(trailer); ok {
+	if d, ok := grpcwire.Pushback(trailer); ok {
 		return engine.WithPushback(err, d)
 	}
 	return err

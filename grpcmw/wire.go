@@ -3,11 +3,8 @@ package grpcmw
 import (
 	"context"
 	"errors"
-	"strconv"
-	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/bulkhead"
@@ -119,36 +116,6 @@ func relayedKind(err error) (resilience.Kind, bool) {
 		return 0, false
 	}
 	return grpcwire.Relayed(st)
-}
-
-// pushback reads a server's grpc-retry-pushback-ms trailer (gRFC A6): a
-// delay, or a negative one, which means "do not retry", for a value that is
-// not a plain decimal integer in [0, 2^31-1] ("-1", "+5", " 5", "5.5",
-// "soon", a value past int32) and for a trailer sent more than once. Leading
-// zeros are read, as grpc-go reads them.
-func pushback(md metadata.MD) (time.Duration, bool) {
-	vs := md.Get(PushbackTrailer)
-	switch len(vs) {
-	case 0:
-		return 0, false
-	case 1:
-	default:
-		return -1, true
-	}
-	v := vs[0]
-	if v == "" {
-		return -1, true
-	}
-	for i := 0; i < len(v); i++ {
-		if v[i] < '0' || v[i] > '9' {
-			return -1, true
-		}
-	}
-	ms, err := strconv.ParseInt(v, 10, 32)
-	if err != nil {
-		return -1, true
-	}
-	return time.Duration(ms) * time.Millisecond, true
 }
 
 // timeoutError is a [*timeout.Error] as the caller of a gRPC call sees it:
