@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/engine"
+	"github.com/meshless/meshless/internal/grpchedge"
 	"github.com/meshless/meshless/internal/grpcwire"
 	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/internal/pipeline"
@@ -50,7 +51,7 @@ func (c *Chain) StreamClientInterceptor() grpc.StreamClientInterceptor {
 			return streamer(ctx, desc, cc, fullMethod, opts...)
 		}
 		if m.Hedges() && desc.ServerStreams && !desc.ClientStreams {
-			return newHedgedStream(ctx, m, c.timed, desc, cc, fullMethod, streamer, opts), nil // hedge_stream.go
+			return grpchedge.NewStream(ctx, m, c.timed, desc, cc, fullMethod, streamer, opts), nil
 		}
 		return newStream(ctx, m, &c.opts, c.timed, desc, cc, fullMethod, streamer, opts)
 	}

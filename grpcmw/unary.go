@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/meshless/meshless/internal/engine"
+	"github.com/meshless/meshless/internal/grpchedge"
 	"github.com/meshless/meshless/internal/grpcwire"
 	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/retry"
@@ -229,28 +230,12 @@ type hedgeState struct {
 func (u *hedgedUnary) copy(ctx context.Context, n int) error {
 	c := &hedgeCopy{reply: u.hedge.mt.New().Interface()}
 	u.hedge.copies[n-2] = c // each copy writes its own slot; read once every copy has returned
-	opts := copyOptions(u.opts, &c.header, &c.trailer, &c.peer)
+	opts := grpchedge.CopyOptions(u.opts, &c.header, &c.trailer, &c.peer)
 	if u.timed { // the pick notes its endpoint; Took times it
 		c.note.Context = ctx
 		ctx = c.note.For(u.fullMethod)
 	}
 	return withPushback(u.invoker(ctx, u.fullMethod, u.req, c.reply, u.cc, opts...), c.trailer)
-}
-
-// copyOptions returns a hedged copy's call options: the caller's, but for
-// its grpc.Header, grpc.Trailer and grpc.Peer, which gRPC would write when
-// each copy ends (a cancelled loser's too, from its own goroutine); the copy
-// gets its own places instead, and the caller's get the answer's.
-func copyOptions(opts []grpc.CallOption, header, trailer *metadata.MD, p *peer.Peer) []grpc.CallOption {
-	out := make([]grpc.CallOption, 0, len(opts)+3)
-	for _, o := range opts {
-		switch o.(type) {
-		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
-		default:
-			out = append(out, o)
-		}
-	}
-	return append(out, grpc.Header(header), grpc.Trailer(trailer), grpc.Peer(p))
 }
 
 // Took passes the time the engine read for copy n, which ended with err,

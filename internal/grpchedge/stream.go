@@ -1,4 +1,8 @@
-package grpcmw
+// Package grpchedge is the hedged server-streaming call of grpcmw's stream
+// client interceptor (docs/hedging.md, "Server-streaming calls"), and the
+// call options every hedged copy gets, a unary one's too. Package grpcmw
+// is its only user; its errors name grpcmw, as they did there.
+package grpchedge
 
 import (
 	"context"
@@ -28,12 +32,13 @@ import (
 // A server-streaming call (one request, a stream of responses) on a method
 // that hedges runs its copies when the caller first receives (or asks for
 // the header): each copy is one attempt through the stream pipeline of
-// order.go; it opens the stream, sends the request and waits for the first
-// response message (or the header, when the caller asks for it first). The
-// first copy to get one is committed — the caller reads that stream to its
-// end — and the others are cancelled, their permits given back at once. A
-// copy that ends before any response is an answer like a unary one: OK or a
-// fatal code wins, a non-fatal one sends the next copy.
+// internal/engine/order.go; it opens the stream, sends the request and
+// waits for the first response message (or the header, when the caller
+// asks for it first). The first copy to get one is committed — the caller
+// reads that stream to its end — and the others are cancelled, their
+// permits given back at once. A copy that ends before any response is an
+// answer like a unary one: OK or a fatal code wins, a non-fatal one sends
+// the next copy.
 
 // hedgedStream is what the caller holds; its state lives apart, so that a
 // stream the caller drops can be collected and its permits given back.
@@ -86,7 +91,11 @@ type hedgedCopy struct {
 	ended   bool // the copy's stream ended in its turn (gRPC wrote its results before copy returned)
 }
 
-func newHedgedStream(ctx context.Context, m *engine.Method, timed bool, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) grpc.ClientStream {
+// NewStream returns the hedged stream of a server-streaming call of m, a
+// method that hedges: its copies run when the caller first receives (or
+// asks for the header). timed: the balancer times calls, and each copy's
+// context is a note of its pick.
+func NewStream(ctx context.Context, m *engine.Method, timed bool, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) grpc.ClientStream {
 	s := &hedgedState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts, timed: timed}
 	s.over.L = &s.mu
 	s.call = m.Begin(ctx, true)
@@ -230,7 +239,7 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 		c.note = c.shared.Init(sctx).For(s.fullMethod)
 		sctx = c.note
 	}
-	opts := copyOptions(s.opts, &c.header, &c.trailer, &c.peer)
+	opts := CopyOptions(s.opts, &c.header, &c.trailer, &c.peer)
 	cs, err := s.streamer(sctx, s.desc, s.cc, s.fullMethod, opts...)
 	if err == nil && reqSet {
 		err = cs.SendMsg(req)
@@ -519,4 +528,32 @@ func (s *hedgedState) committed() grpc.ClientStream {
 		return nil
 	}
 	return s.win.cs
+}
+
+// CopyOptions returns a hedged copy's call options: the caller's, but for
+// its grpc.Header, grpc.Trailer and grpc.Peer, which gRPC would write when
+// each copy ends (a cancelled loser's too, from its own goroutine); the copy
+// gets its own places instead, and the caller's get the answer's.
+func CopyOptions(opts []grpc.CallOption, header, trailer *metadata.MD, p *peer.Peer) []grpc.CallOption {
+	out := make([]grpc.CallOption, 0, len(opts)+3)
+	for _, o := range opts {
+		switch o.(type) {
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
+		default:
+			out = append(out, o)
+		}
+	}
+	return append(out, grpc.Header(header), grpc.Trailer(trailer), grpc.Peer(p))
+}
+
+// withPushback attaches the pushback of an attempt's trailer to its error,
+// as grpcmw's own does for its other calls.
+func withPushback(err error, trailer metadata.MD) error {
+	if err == nil {
+		return nil
+	}
+	if d, ok := grpcwire.Pushback(trailer); ok {
+		return engine.WithPushback(err, d)
+	}
+	return err
 }
