@@ -65,7 +65,7 @@ func TestTransportsAgreeOnVariants(t *testing.T) {
 			!strings.Contains(v.yml, "routes:") && v.name == "keyBy method" {
 			t.Fatalf("%s: the YAML edit did not apply:\n%s", v.name, v.yml)
 		}
-		for _, seed := range []uint64{11, 12, 13} {
+		for _, seed := range []uint64{11, 12, 13, 14, 15, 16, 17} {
 			t.Run(fmt.Sprintf("%s/seed %d", v.name, seed), func(t *testing.T) {
 				steps := generate(seed, 200)
 				if v.bounded {
@@ -101,7 +101,7 @@ func TestTransportsAgreeBehindASheddingServer(t *testing.T) {
 	// Seed 21 holds a half-open probe whose 19 ms deadline passes on a slow
 	// answer: the breaker's record of it must be in by the time the call
 	// returns, in both transports.
-	for _, seed := range []uint64{21, 22} {
+	for _, seed := range []uint64{21, 22, 23, 24} {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			compareSetup(t, setup{yml: diffYAML, serverYML: diffShedYAML}, generate(seed, 200), false)
 		})
