@@ -113,21 +113,26 @@ func sameRedis(a, b config.DeadLetter) bool {
 	return ao != nil && bo != nil && ao.Addr == bo.Addr && ao.DB == bo.DB
 }
 
+// storeID names cfg's store: "local:<path>" or "redis:<server>:<namespace>".
+func storeID(cfg config.DeadLetter) string {
+	if cfg.Config.Store != deadletter.StoreRedis {
+		return "local:" + cfg.Config.Path
+	}
+	// The server is part of the store: two sections with the same
+	// namespace on two servers are two stores (the chain's client, or the
+	// cluster's, when the section names none).
+	server := ""
+	if cfg.Redis != nil {
+		if ro, _ := cfg.Redis.Options(); ro != nil {
+			server = ro.Addr + "/" + strconv.Itoa(ro.DB)
+		}
+	}
+	return "redis:" + server + ":" + cfg.Namespace
+}
+
 // storeOf opens (or shares) cfg's store. Called with d.mu held.
 func (d *Queues) storeOf(cfg config.DeadLetter) (deadletter.Store, error) {
-	id := "local:" + cfg.Config.Path
-	if cfg.Config.Store == deadletter.StoreRedis {
-		// The server is part of the store: two sections with the same
-		// namespace on two servers are two stores (the chain's client, or
-		// the cluster's, when the section names none).
-		server := ""
-		if cfg.Redis != nil {
-			if ro, _ := cfg.Redis.Options(); ro != nil {
-				server = ro.Addr + "/" + strconv.Itoa(ro.DB)
-			}
-		}
-		id = "redis:" + server + ":" + cfg.Namespace
-	}
+	id := storeID(cfg)
 	if st, ok := d.stores[id]; ok {
 		return st, nil
 	}
@@ -200,7 +205,7 @@ func (d *Queues) Resume(cfg *config.Config, scope config.Scope, other string) er
 		if m.DeadLetter == nil {
 			continue
 		}
-		id := m.DeadLetter.Config.Path + "\x00" + m.DeadLetter.Namespace
+		id := storeID(*m.DeadLetter) // a store's keys are read once
 		if seen[id] {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/deadletter/redisstore"
 	"github.com/meshless/meshless/internal/redistest"
 )
 
@@ -112,5 +113,32 @@ func TestRedisQueueFollowsItsServer(t *testing.T) {
 	}
 	if n := r.nStores(); n != 2 {
 		t.Fatalf("%d stores, want one per server", n)
+	}
+}
+
+// Two sections with one namespace on two servers are two stores: Resume
+// reads the keys of each, and gives a queue to the keys with entries in
+// either.
+func TestResumeReadsEachServerOfANamespace(t *testing.T) {
+	srv1, srv2 := redistest.Start(t), redistest.Start(t)
+	for srv, key := range map[*redistest.Server]string{srv1: "pkg.A", srv2: "pkg.B"} {
+		st, err := redisstore.New(client(t, srv), redisstore.WithNamespace("n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendTo(t, st, map[string]int{key: 1})
+		_ = st.Close()
+	}
+	cfg := parse(t, `
+services:
+  pkg.A: { deadLetter: { store: redis, namespace: n, redis: { addr: "`+srv1.Addr()+`" } } }
+  pkg.B: { deadLetter: { store: redis, namespace: n, redis: { addr: "`+srv2.Addr()+`" } } }
+`)
+	r := newRig(t, Options{})
+	if err := r.Resume(cfg, config.GRPC, other); err != nil {
+		t.Fatal(err)
+	}
+	if ks := r.keys(); len(ks) != 2 || !ks["pkg.A"] || !ks["pkg.B"] {
+		t.Fatalf("keys with a queue after Resume: %v, want pkg.A (on %s) and pkg.B (on %s)", ks, srv1.Addr(), srv2.Addr())
 	}
 }
