@@ -101,16 +101,22 @@ func (d *Queues) Queue(key string, cfg config.DeadLetter) (*deadletter.Queue, er
 	return q, nil
 }
 
+// sameRedis reports whether a and b name the same Redis store's server
+// and namespace (see storeID).
 func sameRedis(a, b config.DeadLetter) bool {
-	if a.Namespace != b.Namespace || (a.Redis == nil) != (b.Redis == nil) {
-		return false
+	return a.Namespace == b.Namespace && redisServer(a) == redisServer(b)
+}
+
+// redisServer names the server of cfg's own redis section, "" when it
+// names none (no section, or one without addr or url): the given client's,
+// or the cluster's.
+func redisServer(cfg config.DeadLetter) string {
+	if cfg.Redis != nil {
+		if ro, _ := cfg.Redis.Options(); ro != nil {
+			return ro.Addr + "/" + strconv.Itoa(ro.DB)
+		}
 	}
-	if a.Redis == nil {
-		return true
-	}
-	ao, _ := a.Redis.Options()
-	bo, _ := b.Redis.Options()
-	return ao != nil && bo != nil && ao.Addr == bo.Addr && ao.DB == bo.DB
+	return ""
 }
 
 // storeID names cfg's store: "local:<path>" or "redis:<server>:<namespace>".
@@ -121,13 +127,7 @@ func storeID(cfg config.DeadLetter) string {
 	// The server is part of the store: two sections with the same
 	// namespace on two servers are two stores (the chain's client, or the
 	// cluster's, when the section names none).
-	server := ""
-	if cfg.Redis != nil {
-		if ro, _ := cfg.Redis.Options(); ro != nil {
-			server = ro.Addr + "/" + strconv.Itoa(ro.DB)
-		}
-	}
-	return "redis:" + server + ":" + cfg.Namespace
+	return "redis:" + redisServer(cfg) + ":" + cfg.Namespace
 }
 
 // storeOf opens (or shares) cfg's store. Called with d.mu held.

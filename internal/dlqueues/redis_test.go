@@ -142,3 +142,22 @@ services:
 		t.Fatalf("keys with a queue after Resume: %v, want pkg.A (on %s) and pkg.B (on %s)", ks, srv1.Addr(), srv2.Addr())
 	}
 }
+
+// A section that writes redis without a server (redis: {}) uses the given
+// client, as one without redis does: the key's methods, each asking for the
+// key's queue on its first call, get the same queue.
+func TestRedisSectionWithoutAServerKeepsItsQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := parse(t, `
+services:
+  pkg.A: { deadLetter: { store: redis, namespace: n, redis: {} } }
+`)
+	r := newRig(t, Options{Redis: client(t, srv)})
+	get, put := cfg.Resolve(config.GRPC, "pkg.A", "Get"), cfg.Resolve(config.GRPC, "pkg.A", "Put")
+	q := r.queue(t, get.Key, *get.DeadLetter)
+	if again := r.queue(t, put.Key, *put.DeadLetter); again != q {
+		t.Fatal("the key's second method got a new queue: the first method's is closed, and its calls are not deferred")
+	}
+	r.retiring.Wait()
+	deferTo(t, q, entry("pkg.A", "after-second-method"))
+}
