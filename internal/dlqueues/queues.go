@@ -3,6 +3,7 @@ package dlqueues
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,8 +201,8 @@ func (d *Queues) Resume(cfg *config.Config, scope config.Scope, other string) er
 		return nil
 	}
 	seen := map[string]bool{}
-	for _, group := range append([]string{other}, sortedGroups(cfg)...) {
-		m := cfg.Resolve(scope, group, other)
+	for _, sec := range sections(cfg, other) {
+		m := cfg.Resolve(scope, sec.group, sec.name)
 		if m.DeadLetter == nil {
 			continue
 		}
@@ -241,13 +242,23 @@ func orOther(name, other string) string {
 	return name
 }
 
-func sortedGroups(cfg *config.Config) []string {
-	gs := make([]string, 0, len(cfg.Services))
-	for g := range cfg.Services {
-		gs = append(gs, g)
+// section is a group and a name in it that cfg resolves.
+type section struct{ group, name string }
+
+// sections returns what may name a store of its own: the defaults, each
+// group's fallback entry and each method a group writes (keyBy: method
+// lets a method name its own store), sorted.
+func sections(cfg *config.Config, other string) []section {
+	out := []section{{other, other}}
+	for _, g := range slices.Sorted(maps.Keys(cfg.Services)) {
+		out = append(out, section{g, other})
+		if s := cfg.Services[g]; s != nil {
+			for _, name := range slices.Sorted(maps.Keys(s.Methods)) {
+				out = append(out, section{g, name})
+			}
+		}
 	}
-	slices.Sort(gs)
-	return gs
+	return out
 }
 
 // Kick replays key's deferred calls now; an empty key replays every key's.

@@ -270,3 +270,27 @@ func TestResumeErrorOnAStoreThatCannotOpen(t *testing.T) {
 		t.Fatal("Resume on a file in a missing directory: no error")
 	}
 }
+
+// A method's own deadLetter section (keyBy: method) may name a store its
+// service does not: Resume opens it too, and resumes the method's key.
+func TestResumeReadsAStoreOnlyAMethodNames(t *testing.T) {
+	p := tempPath(t, "do.db")
+	fill(t, p, map[string]int{"pkg.M/Do": 1})
+	cfg := parse(t, `
+services:
+  pkg.M:
+    circuitBreaker: { keyBy: method }
+    methods:
+      Do: { deadLetter: { path: "`+p+`" } }
+`)
+	r := newRig(t, Options{})
+	if err := r.Resume(cfg, config.GRPC, other); err != nil {
+		t.Fatal(err)
+	}
+	if ks := r.keys(); !ks["pkg.M/Do"] {
+		t.Fatalf("keys with a queue after Resume: %v, want pkg.M/Do (its store is named by the method only)", ks)
+	}
+	if e := r.next(t); e.Key != "pkg.M/Do" {
+		t.Fatalf("replayed %q", e.Key)
+	}
+}
