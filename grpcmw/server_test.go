@@ -26,6 +26,7 @@ type faultServer struct {
 	testgrpc.UnimplementedTestServiceServer
 	unary  atomic.Pointer[func(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error)]
 	stream atomic.Pointer[func(req *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error]
+	bidi   atomic.Pointer[func(s testgrpc.TestService_FullDuplexCallServer) error]
 	calls  atomic.Int32
 	empty  atomic.Int32
 }
@@ -66,6 +67,9 @@ func (f *faultServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallReque
 
 func (f *faultServer) FullDuplexCall(s testgrpc.TestService_FullDuplexCallServer) error {
 	f.calls.Add(1)
+	if fn := f.bidi.Load(); fn != nil {
+		return (*fn)(s)
+	}
 	for {
 		in, err := s.Recv()
 		if err == io.EOF {
