@@ -29,7 +29,10 @@ import (
 // returns it first, a success, at once. So a long-lived stream (a watch, a
 // subscription) never holds a probe past its first response or the header
 // its caller read, and a recovered backend closes the breaker while such
-// streams stay open. The bulkhead's permit is held for the stream's life and
+// streams stay open. A stream is slow, for the breaker, when its first
+// response (or the header Header returns first) came after the breaker's
+// slowCallDurationThreshold, however long it lives afterwards. The
+// bulkhead's permit is held for the stream's life and
 // given back when it ends in any way: io.EOF, an error, the end of its
 // context, or the caller dropping it. Retries cover the creation of the
 // stream and, for every kind of stream, failures before the call commits

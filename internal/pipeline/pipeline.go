@@ -197,6 +197,10 @@ type Admission struct {
 	n       int
 	start   time.Time
 	exited  uint8 // gates that exited early (Commit), by index
+	// answered: Commit ran; answerIn is how long after start it ran, the
+	// attempt's duration for the gates (see Commit).
+	answered bool
+	answerIn time.Duration
 }
 
 // Admit enters every gate in order. When a gate refuses, the gates already
@@ -220,7 +224,7 @@ func (p *Pipeline) AdmitAt(ctx context.Context, a *Admission, now time.Time) err
 }
 
 func (p *Pipeline) admit(ctx context.Context, a *Admission, now time.Time, reread bool) (err error) {
-	a.p, a.n, a.exited = p, 0, 0
+	a.p, a.n, a.exited, a.answered = p, 0, 0, false
 	admitted := false
 	defer func() {
 		if !admitted { // a refusal, or a panic in a gate
@@ -293,18 +297,28 @@ func (a *Admission) DoneIn(err error, end time.Time, took time.Duration) error {
 	if a.n == 0 {
 		return err
 	}
+	if a.answered {
+		took = a.answerIn
+	}
 	return a.exit(resilience.Result{Err: err, Outcome: a.p.g.Classify(err), Duration: took, End: end})
 }
 
 // Commit tells the early gates ([EarlyGate]) how the attempt went so far —
 // err is nil for a stream's first response; those that take it now are not
 // exited again by Done or Abort. Call it at most once per attempt.
+//
+// The time from the attempt's start to Commit is then its duration for
+// every gate, also when Done or Abort ends it later: a stream's first
+// answer tells how fast its server is, while its life (a watch that runs
+// for hours) is its caller's doing. So a breaker judges a stream slow by
+// its time to that answer, as it judges a half-open probe by it.
 func (a *Admission) Commit(err error) {
 	if a.n == 0 {
 		return
 	}
 	end := a.p.clock.Now()
-	r := resilience.Result{Err: err, Outcome: a.p.g.Classify(err), Duration: end.Sub(a.start), End: end}
+	a.answered, a.answerIn = true, end.Sub(a.start)
+	r := resilience.Result{Err: err, Outcome: a.p.g.Classify(err), Duration: a.answerIn, End: end}
 	for i := a.n - 1; i >= 0; i-- {
 		if g := a.p.early[i]; g != nil && a.exited&(1<<i) == 0 && g.Commit(a.in[i], a.permits[i], r) {
 			a.exited |= 1 << i
@@ -332,7 +346,11 @@ func (a *Admission) AbortAt(end time.Time) {
 	if a.n == 0 {
 		return
 	}
-	a.exit(resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Failure, Duration: end.Sub(a.start), End: end})
+	took := end.Sub(a.start)
+	if a.answered {
+		took = a.answerIn
+	}
+	a.exit(resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Failure, Duration: took, End: end})
 }
 
 // exit exits the entered gates, innermost first, each with the error the
