@@ -322,12 +322,16 @@ func (s *hedgedState) finish(err error) {
 	s.done = true
 	if w := s.win; w != nil && w.live {
 		w.live = false
-		w.cancel()
 		if err == io.EOF {
 			err = nil
 		}
 		returned := false
 		defer func() {
+			// The copy's context is cancelled once its attempt has ended:
+			// an attempt whose context was cancelled first is not its
+			// timeout's, and a copy its perAttempt timeout cut would be
+			// counted as completed.
+			w.cancel()
 			if !returned {
 				// Giving the copy back panicked (a gate's Exit tells
 				// observers): the stream ends at the panic, as a call whose
