@@ -77,6 +77,7 @@ type streamState struct {
 	streamer   grpc.Streamer
 	opts       []grpc.CallOption
 	replay     bool // the method retries: replayable until the call commits
+	observe    bool // mode: observe: the retry decides, never replays, so nothing is kept
 	limit      int  // the replay buffer's limit, in bytes
 	stopWatch  func() bool
 	timed      bool // the balancer times calls: each attempt's context is a note
@@ -106,7 +107,7 @@ type streamState struct {
 
 func newStream(ctx context.Context, m *engine.Method, o *options, timed bool, desc *grpc.StreamDesc, cc *grpc.ClientConn, fullMethod string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	s := &streamState{m: m, desc: desc, cc: cc, fullMethod: fullMethod, streamer: streamer, opts: opts,
-		replay: m.StreamRetries(), limit: o.retryBufferLimit, timed: timed}
+		replay: m.StreamRetries(), observe: m.Observes(), limit: o.retryBufferLimit, timed: timed}
 	s.over.L = &s.mu
 	if err := ctx.Err(); err != nil {
 		return nil, m.Ended(ctx, err) // the backend is never asked: see engine.Method.Ended
@@ -284,7 +285,9 @@ func (cs *clientStream) SendMsg(msg any) error {
 	}
 	if s.replay && !s.committed {
 		if n, ok := wireSize(msg); ok && s.sentBytes+n <= s.limit {
-			s.sent = append(s.sent, msg)
+			if !s.observe { // counted all the same: the call commits as under enforce
+				s.sent = append(s.sent, msg)
+			}
 			s.sentBytes += n
 		} else {
 			s.commitLocked() // A6: the outgoing message outgrew the buffer
@@ -298,7 +301,7 @@ func (cs *clientStream) SendMsg(msg any) error {
 	returned = true
 	if err == io.EOF {
 		s.mu.Lock()
-		kept := s.replay && !s.committed && !s.done
+		kept := s.replay && !s.observe && !s.committed && !s.done
 		s.mu.Unlock()
 		if kept {
 			return nil
