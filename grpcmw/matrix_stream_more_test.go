@@ -156,6 +156,36 @@ func TestEveryDefaultMeetsEverySettingForStreamsMore(t *testing.T) {
 		})
 	})
 
+	// configuration.md, observe mode: a timeout leaves the stream's
+	// deadline as it was, and counts a stream that ran as long or longer.
+	t.Run("observe × the method's own perAttempt", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := new(faultServer)
+			f.setStream(func(_ *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error {
+				if _, ok := s.Context().Deadline(); ok {
+					return status.Error(codes.FailedPrecondition, "the stream has a deadline")
+				}
+				for range 5 {
+					if err := s.Send(&testgrpc.StreamingOutputCallResponse{}); err != nil {
+						return err
+					}
+					time.Sleep(time.Second)
+				}
+				return nil
+			})
+			client, chain, metrics, stop := observed(t, f, "defaults:\n  mode: observe\n"+
+				"services:\n  grpc.testing.TestService:\n    methods:\n      StreamingOutputCall: { timeout: { perAttempt: 3s } }\n")
+			defer stop()
+			e := &matrixEnv{f: f, client: client, chain: chain, metrics: metrics}
+			if got := e.streams(context.Background(), 1); got["OK"] != 1 {
+				t.Errorf("stream = %v, want OK after its 5s", got)
+			}
+			if m := metrics(); m["meshless.observe.decisions timeout time_out"] != 1 || m["meshless.timeout.calls attempt timed_out"] != 0 {
+				t.Errorf("metrics = %v, want one would-be time_out and none done", m)
+			}
+		})
+	})
+
 	// grpc-streams.md: a half-open probe that is a stream is judged by its
 	// first answer, so a recovered backend closes the breaker while the
 	// probe — here a bidi call — stays open.
