@@ -95,6 +95,10 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 	return c, nil
 }
 
+// Names reports whether cfg names method name of svc, as a call's lookup
+// reads it (engine.Namer): known.
+func (*transport) Names(cfg *Config, svc, name string) bool { return known(cfg, svc, name) }
+
 // known reports whether the method svc/name is a real one: named by the
 // configuration, or declared by a service descriptor linked into the
 // program (the generated code of every service a program serves or calls

@@ -108,3 +108,16 @@ func hostOf(req *http.Request) string {
 	}
 	return host
 }
+
+// Names reports whether cfg names route name of host (engine.Namer): a
+// route its host's routes no longer list, or of a host cfg no longer
+// lists, is no longer matched, and a reload closes the breaker and the
+// bulkhead it kept for it alone.
+func (transport) Names(cfg *config.Config, host, name string) bool {
+	h := cfg.Hosts[host]
+	if h == nil {
+		return false
+	}
+	_, ok := h.Routes[name]
+	return ok
+}

@@ -215,7 +215,7 @@ func (e *Engine) Reload(cfg *config.Config) error {
 // has removed the keys st no longer uses. Called with e.mu held.
 func (e *Engine) reconfigureKept(st *state) {
 	for k, be := range st.breakers {
-		if s := st.cfg.Resolve(e.opts.Scope, be.by.group, be.by.name); s.Breaker != nil && s.Key == k {
+		if s := e.resolveBy(st.cfg, be.by); s.Breaker != nil && s.Key == k {
 			e.breakerOf(st, k, *s.Breaker, be.by)
 		}
 	}
@@ -223,26 +223,52 @@ func (e *Engine) reconfigureKept(st *state) {
 
 // dropUnused closes the breakers and bulkheads a reload carried over into
 // st whose key st's configuration no longer gives the method that built
-// them (keyBy changed, the section switched off, the level removed):
-// nothing would build them again, and their gauges would report them — an
-// open breaker OPEN on the dashboard, its alert firing — until Close. The
-// method that built one decides for every method of its key: under keyBy:
-// service a method may not switch the service's breaker or bulkhead off,
-// nor change its key. Calls in flight end on them. Called with e.mu held.
+// them (keyBy changed, the section switched off, the level removed, the
+// method's host or route removed: resolveBy): nothing would build them
+// again, and their gauges would report them — an open breaker OPEN on the
+// dashboard, its alert firing — until Close. The method that built one
+// decides for every method of its key: under keyBy: service a method may
+// not switch the service's breaker or bulkhead off, nor change its key,
+// and a removed route's calls go to its host's own entry, whose key is the
+// host's. Calls in flight end on them. Called with e.mu held.
 func (e *Engine) dropUnused(st *state) {
 	for k, be := range st.breakers {
-		if s := st.cfg.Resolve(e.opts.Scope, be.by.group, be.by.name); s.Breaker == nil || s.Key != k {
+		if s := e.resolveBy(st.cfg, be.by); s.Breaker == nil || s.Key != k {
 			e.cluster.Remove(be.b)
 			be.b.Close()
 			delete(st.breakers, k)
 		}
 	}
 	for k, be := range st.bulkheads {
-		if s := st.cfg.Resolve(e.opts.Scope, be.by.group, be.by.name); s.Bulkhead == nil || s.Key != k {
+		if s := e.resolveBy(st.cfg, be.by); s.Bulkhead == nil || s.Key != k {
 			be.b.Close()
 			delete(st.bulkheads, k)
 		}
 	}
+}
+
+// A Namer is a [Transport] that tells whether a configuration names a
+// method, as the names a transport gives [Engine.Lookup] do: a method it
+// does not name runs on its group's [Other] entry, or the defaults'.
+// Without it every method is taken as named.
+type Namer interface {
+	Names(cfg *config.Config, group, name string) bool
+}
+
+// resolveBy resolves in cfg the settings the next call of the method that
+// built a policy takes: its own, while cfg names it, else, as Lookup sends
+// a method cfg does not name, its group's Other entry's, or the defaults'
+// when cfg no longer names its group (a host removed from the YAML: its
+// requests go to the unknown hosts' entry, and its key is no one's).
+func (e *Engine) resolveBy(cfg *config.Config, by method) config.Method {
+	group, name := by.group, by.name
+	if n, ok := e.t.(Namer); ok && name != Other && !n.Names(cfg, group, name) {
+		name = Other
+	}
+	if name == Other && group != Other && !cfg.HasGroup(e.opts.Scope, group) {
+		group = Other
+	}
+	return cfg.Resolve(e.opts.Scope, group, name)
 }
 
 // Close releases what the engine holds beyond its calls: its cluster (and
