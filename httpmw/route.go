@@ -69,9 +69,21 @@ func newRouter(cfg *config.Config) *router {
 	return r
 }
 
+// newRoute returns the entry of route name of host (OtherRoute: the host's
+// own). Its names read the configuration the engine holds, not the one the
+// router was built from: a request matched by the router of the
+// configuration a reload is replacing, after the engine took the new one,
+// gets the entry the new one gives it (its host's own for a route it
+// removed, the unknown hosts' for a host it removed), never one for a
+// route no configuration in force names.
 func newRoute(host, name string) *route {
 	return &route{key: "/" + host + "/" + name,
-		names: func(*config.Config) (string, string, bool) { return host, name, true }}
+		names: func(cfg *config.Config) (string, string, bool) {
+			if name == OtherRoute {
+				return host, name, cfg.Hosts[host] != nil
+			}
+			return host, name, transport{}.Names(cfg, host, name)
+		}}
 }
 
 // match returns the entry of req: its host's route whose pattern matches
