@@ -245,6 +245,19 @@ func (e *Engine) dropUnused(st *state) {
 			delete(st.bulkheads, k)
 		}
 	}
+	// Rate limiters and throttlers report no gauges: they are dropped, so
+	// that Limiter no longer returns them and a chain does not carry every
+	// key it ever had through all its reloads.
+	for k, le := range st.limiters {
+		if s := e.resolveBy(st.cfg, le.by); s.RateLimiter == nil || s.Key != k {
+			delete(st.limiters, k)
+		}
+	}
+	for k, te := range st.throttlers {
+		if s := e.resolveBy(st.cfg, te.by); s.Throttler == nil || s.Key != k {
+			delete(st.throttlers, k)
+		}
+	}
 }
 
 // A Namer is a [Transport] that tells whether a configuration names a

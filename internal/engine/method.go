@@ -131,12 +131,14 @@ type throttlerEntry struct {
 	cfg     throttler.Config
 	breaker *circuitbreaker.Breaker
 	gate    resilience.Gate
+	by      method
 }
 
 type limiterEntry struct {
 	l    *ratelimiter.Limiter
 	cfg  ratelimiter.Config
 	gate resilience.Gate
+	by   method
 }
 
 // build resolves one method's policies. Called with e.mu held.
@@ -157,12 +159,12 @@ func (e *Engine) build(st *state, group, name string) *Method {
 		}
 	}
 	if s.RateLimiter != nil {
-		if le := e.limiterOf(st, s.Key, *s.RateLimiter); le != nil {
+		if le := e.limiterOf(st, s.Key, *s.RateLimiter, method{group, name}); le != nil {
 			m.limiter, g.limiter = le.l, le.gate
 		}
 	}
 	if s.Throttler != nil && !o.ServerSide {
-		if te := e.throttlerOf(st, s.Key, *s.Throttler, m.breaker, &m.classes); te != nil {
+		if te := e.throttlerOf(st, s.Key, *s.Throttler, m.breaker, &m.classes, method{group, name}); te != nil {
 			g.throttler, throttleSlot = te.gate, te.cfg.Window/10 // its window's 10 slots
 		}
 	}
@@ -367,7 +369,7 @@ func (e *Engine) bulkheadOf(st *state, key string, cfg bulkhead.Config, by metho
 
 // limiterOf returns the rate limiter of key, kept across reloads while its
 // settings do not change (its period's count with it).
-func (e *Engine) limiterOf(st *state, key string, cfg ratelimiter.Config) *limiterEntry {
+func (e *Engine) limiterOf(st *state, key string, cfg ratelimiter.Config, by method) *limiterEntry {
 	if le, ok := st.limiters[key]; ok && le.cfg == cfg {
 		return le
 	}
@@ -375,12 +377,12 @@ func (e *Engine) limiterOf(st *state, key string, cfg ratelimiter.Config) *limit
 	if err != nil {
 		return nil // cannot happen: the configuration was validated
 	}
-	le := &limiterEntry{l: l, cfg: cfg, gate: wire(l, e.t)}
+	le := &limiterEntry{l: l, cfg: cfg, gate: wire(l, e.t), by: by}
 	st.limiters[key] = le
 	return le
 }
 
-func (e *Engine) throttlerOf(st *state, key string, cfg throttler.Config, b *circuitbreaker.Breaker, c *classes) *throttlerEntry {
+func (e *Engine) throttlerOf(st *state, key string, cfg throttler.Config, b *circuitbreaker.Breaker, c *classes, by method) *throttlerEntry {
 	if te, ok := st.throttlers[key]; ok && te.cfg == cfg && te.breaker == b {
 		return te
 	}
@@ -389,7 +391,7 @@ func (e *Engine) throttlerOf(st *state, key string, cfg throttler.Config, b *cir
 	if err != nil {
 		return nil // cannot happen: the configuration was validated
 	}
-	te := &throttlerEntry{cfg: cfg, breaker: b, gate: wire(&throttleGate{t: t, clock: e.opts.Clock, breaker: b}, e.t)}
+	te := &throttlerEntry{cfg: cfg, breaker: b, gate: wire(&throttleGate{t: t, clock: e.opts.Clock, breaker: b}, e.t), by: by}
 	st.throttlers[key] = te
 	return te
 }
