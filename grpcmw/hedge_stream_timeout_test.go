@@ -37,16 +37,18 @@ func TestAHedgedStreamCutByItsPerAttemptTimeoutIsCountedAsTimedOut(t *testing.T)
 					}
 				})
 				client, _, metrics, stop := observed(t, f, "defaults:\n"+tc.policy+
-					"services:\n  grpc.testing.TestService:\n    methods:\n      StreamingOutputCall: { timeout: { perAttempt: 3s } }\n")
+					"services:\n  grpc.testing.TestService:\n    methods:\n      StreamingOutputCall: { timeout: { perAttempt: 2500ms } }\n")
 				defer stop()
 				start := time.Now()
 				s, err := client.StreamingOutputCall(context.Background(), sendParams(1))
 				if err != nil {
 					t.Fatal(err)
 				}
+				// The server sends at 0, 1 and 2 s; the timeout cuts the stream
+				// at 2.5 s, not at an instant the server also sends at.
 				n, err := recvAll(s)
-				if status.Code(err) != codes.DeadlineExceeded || n != 3 || time.Since(start) != 3*time.Second || f.calls.Load() != 1 {
-					t.Errorf("stream = %d messages and %v after %v and %d attempts, want 3 and DEADLINE_EXCEEDED at 3s, one attempt",
+				if status.Code(err) != codes.DeadlineExceeded || n != 3 || time.Since(start) != 2500*time.Millisecond || f.calls.Load() != 1 {
+					t.Errorf("stream = %d messages and %v after %v and %d attempts, want 3 and DEADLINE_EXCEEDED at 2.5s, one attempt",
 						n, err, time.Since(start), f.calls.Load())
 				}
 				m := metrics()

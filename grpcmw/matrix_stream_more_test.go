@@ -124,7 +124,7 @@ func TestEveryDefaultMeetsEverySettingForStreamsMore(t *testing.T) {
 				}
 			})
 			client, chain, metrics, stop := observed(t, f, "defaults:\n  retry: { enabled: false }\n  hedging: { hedgingDelay: 10ms }\n"+
-				"services:\n  grpc.testing.TestService:\n    methods:\n      StreamingOutputCall: { timeout: { perAttempt: 3s } }\n")
+				"services:\n  grpc.testing.TestService:\n    methods:\n      StreamingOutputCall: { timeout: { perAttempt: 2500ms } }\n")
 			defer stop()
 			_ = chain
 			start := time.Now()
@@ -132,9 +132,11 @@ func TestEveryDefaultMeetsEverySettingForStreamsMore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Sent at 0, 1 and 2 s; cut at 2.5 s, an instant the server
+			// does not also send at.
 			n, err := recvAll(s)
-			if status.Code(err) != codes.DeadlineExceeded || n != 3 || time.Since(start) != 3*time.Second || f.calls.Load() != 1 {
-				t.Errorf("hedged stream = %d messages and %v after %v and %d copies, want 3 and DEADLINE_EXCEEDED at 3s, one copy", n, err, time.Since(start), f.calls.Load())
+			if status.Code(err) != codes.DeadlineExceeded || n != 3 || time.Since(start) != 2500*time.Millisecond || f.calls.Load() != 1 {
+				t.Errorf("hedged stream = %d messages and %v after %v and %d copies, want 3 and DEADLINE_EXCEEDED at 2.5s, one copy", n, err, time.Since(start), f.calls.Load())
 			}
 			if m := metrics(); m["meshless.timeout.calls attempt timed_out"] != 1 {
 				t.Errorf("timeouts = %v, want one attempt timed_out", m)

@@ -450,7 +450,7 @@ func TestEveryDefaultMeetsEverySettingForStreams(t *testing.T) {
 			// stream for its whole life; the cut stream ends as a gRPC call
 			// whose deadline passed, committed: not retried.
 			name: "the method's own perAttempt × a long-lived stream",
-			yaml: "services:\n  grpc.testing.TestService:\n    methods:\n      StreamingOutputCall: { timeout: { perAttempt: 3s } }\ndefaults:\n" + shortRetry,
+			yaml: "services:\n  grpc.testing.TestService:\n    methods:\n      StreamingOutputCall: { timeout: { perAttempt: 2500ms } }\ndefaults:\n" + shortRetry,
 			setup: func(f *faultServer) {
 				f.setStream(func(_ *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error {
 					for range 10 {
@@ -472,9 +472,11 @@ func TestEveryDefaultMeetsEverySettingForStreams(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// Sent at 0, 1 and 2 s; cut at 2.5 s, an instant the server
+				// does not also send at.
 				n, err := recvAll(s)
-				if status.Code(err) != codes.DeadlineExceeded || n != 3 || time.Since(start) != 3*time.Second || e.f.calls.Load() != 1 {
-					t.Errorf("stream = %d messages and %v after %v and %d attempts, want 3 and DEADLINE_EXCEEDED at 3s, one attempt", n, err, time.Since(start), e.f.calls.Load())
+				if status.Code(err) != codes.DeadlineExceeded || n != 3 || time.Since(start) != 2500*time.Millisecond || e.f.calls.Load() != 1 {
+					t.Errorf("stream = %d messages and %v after %v and %d attempts, want 3 and DEADLINE_EXCEEDED at 2.5s, one attempt", n, err, time.Since(start), e.f.calls.Load())
 				}
 				if m := e.metrics(); m["meshless.timeout.calls attempt timed_out"] != 1 {
 					t.Errorf("timeouts = %v, want one attempt timed_out", m)
