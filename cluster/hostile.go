@@ -164,6 +164,13 @@ func redacted(err error) error {
 // [net/url.URL.Redacted] does, and the user kept. The cluster applies it
 // to every error it returns or logs; grpcmw to the Redis addresses its
 // configuration errors show.
+//
+// A password with a "/", "?" or "#" that is not percent-encoded makes a
+// URL invalid, and the parser's error shows it whole: an "@" after such
+// a character, before the end of the word (a space or a quote) and the
+// next URL, is taken to end the user information too, so that such a
+// password is hidden as well; a query's "@" may then hide a little more
+// than the password.
 func Redact(s string) string {
 	var b strings.Builder
 	for {
@@ -173,11 +180,21 @@ func Redact(s string) string {
 		}
 		b.WriteString(s[:i+3])
 		s = s[i+3:]
-		end := strings.IndexAny(s, "/?# \t\r\n\"'`<>")
+		word := strings.IndexAny(s, " \t\r\n\"'`<>")
+		if word < 0 {
+			word = len(s)
+		}
+		if next := strings.Index(s[:word], "://"); next >= 0 {
+			word = next
+		}
+		end := strings.IndexAny(s[:word], "/?#")
 		if end < 0 {
-			end = len(s)
+			end = word
 		}
 		at := strings.LastIndex(s[:end], "@")
+		if at < 0 { // not in the authority: a password with a "/", "?" or "#"
+			at = strings.LastIndex(s[:word], "@")
+		}
 		if at < 0 {
 			continue
 		}

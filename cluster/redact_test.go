@@ -21,6 +21,13 @@ func TestRedactHidesPasswordsOfURLs(t *testing.T) {
 		{in: "redis://u:s3c@r3t@h:1/0?x=1", want: "redis://u:xxxxx@h:1/0?x=1"},
 		{in: "no URL: 127.0.0.1:6379", want: "no URL: 127.0.0.1:6379"},
 		{in: "dns:///payments:443", want: "dns:///payments:443"},
+		// A password with a reserved character, not percent-encoded: the
+		// URL is invalid, and the parser's error shows it.
+		{in: `-redis "redis://u:p/ss@h:1": parse "redis://u:p/ss@h:1": invalid port ":p" after host`,
+			want: `-redis "redis://u:xxxxx@h:1": parse "redis://u:xxxxx@h:1": invalid port ":p" after host`},
+		{in: "redis://u:a#b?c@h:1/0", want: "redis://u:xxxxx@h:1/0"},
+		{in: "dns:///user:s3cr3t@host", want: "dns:///user:xxxxx@host"},
+		{in: "redis://h:1/0,redis://u:s3cr3t@h:2", want: "redis://h:1/0,redis://u:xxxxx@h:2"},
 	} {
 		if got := cluster.Redact(tt.in); got != tt.want {
 			t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
