@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/meshless/meshless/cluster"
+	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/deadletter/boltstore"
 	"github.com/meshless/meshless/deadletter/redisstore"
@@ -125,10 +126,19 @@ func openStore(file, addr, ns string) (deadletter.Store, func(), error) {
 	}
 	opt := &redis.Options{Addr: addr}
 	if strings.Contains(addr, "://") {
-		var err error
-		if opt, err = redis.ParseURL(addr); err != nil {
-			return nil, nil, fmt.Errorf("-redis %q: %w", addr, err)
+		// Read as cluster.redis.url is: the parser's own error can show a
+		// password (a "/", "?" or "#" in it, not percent-encoded, ends the
+		// host for the parser); config's never does.
+		o, err := (&config.RedisSection{URL: &addr}).Options()
+		if pe := (*config.PathError)(nil); errors.As(err, &pe) {
+			// Without its "want redis://[user:password@]host:port/db: ",
+			// which Redact would take for a password.
+			_, problem, _ := strings.Cut(pe.Problem, "/db: ")
+			return nil, nil, fmt.Errorf("-redis: not a valid Redis URL: %s", problem)
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("-redis: %w", err)
 		}
+		opt = o
 	}
 	rdb := redis.NewClient(opt)
 	s, err := redisstore.New(rdb, redisstore.WithNamespace(ns))

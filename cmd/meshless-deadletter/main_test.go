@@ -92,6 +92,27 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// A -redis URL whose password has a reserved character that is not
+// percent-encoded is invalid; the error says so without showing the
+// password, or the part of it the URL parser took for a port.
+func TestAnInvalidRedisURLDoesNotShowItsPassword(t *testing.T) {
+	for _, url := range []string{"redis://u:s/3cr3t@h:1/0", "redis://:s3#cr3t@h:1", "redis://u:s3?cr3t@h:1"} {
+		code, _, stderr := cli("-redis", url, "keys")
+		if code != 1 || !strings.Contains(stderr, "-redis") || !strings.Contains(stderr, "percent-encode") {
+			t.Errorf("-redis %s: exit %d, stderr %q; want 1 and the flag named, with what to do", url, code, stderr)
+		}
+		for _, part := range []string{"s/3", "s3#", "s3?", "cr3t", ":s\"", ":s3\"", "user:xxxxx@]"} {
+			if strings.Contains(stderr, part) {
+				t.Errorf("-redis %s: stderr %q shows %q of the password", url, stderr, part)
+			}
+		}
+	}
+	code, _, stderr := cli("-redis", "redis://h:0", "keys")
+	if code != 1 || !strings.Contains(stderr, "port") {
+		t.Errorf("-redis redis://h:0: exit %d, stderr %q; want 1 and the port named", code, stderr)
+	}
+}
+
 // The same session on either store: keys, list, show, requeue, purge.
 func TestOperatorSession(t *testing.T) {
 	for _, tc := range []struct {
