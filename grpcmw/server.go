@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -77,17 +78,19 @@ func NewServer(cfg *Config, opts ...ServerOption) (*Server, error) {
 func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		var resp any
-		err, refused := s.c.lookup(info.FullMethod, nil).Serve(ctx, func(ctx context.Context) (err error) {
-			resp, err = handler(ctx, req)
-			return err
+		var herr error // the handler's, as it returned it
+		err, refused := s.c.lookup(info.FullMethod, nil).Serve(ctx, func(ctx context.Context) error {
+			resp, herr = handler(ctx, req)
+			return forGates(herr)
 		})
 		if refused {
 			if cerr := ended(ctx, err); cerr != nil {
 				return nil, cerr
 			}
 			_ = grpc.SetTrailer(ctx, s.pushback)
+			return resp, err
 		}
-		return resp, err
+		return resp, herr
 	}
 }
 
@@ -103,18 +106,42 @@ func ended(ctx context.Context, err error) error {
 	return status.FromContextError(ctx.Err()).Err()
 }
 
+// forGates is the handler's error as the server's gates read it: a status
+// CANCELLED or DEADLINE_EXCEEDED (the handler's own context ended, or it
+// relays a call it made under it) also matches the context's error, so
+// that an adaptive bulkhead drops the call's duration, which measured its
+// caller's patience, as a client's does (bulkhead.md, "Which calls are
+// samples"). The handler's caller gets its error as it was.
+func forGates(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	switch status.Code(err) {
+	case codes.Canceled:
+		return fmt.Errorf("%w (%w)", context.Canceled, err)
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+	}
+	return err
+}
+
 // StreamServerInterceptor returns the interceptor for streams: a stream
 // holds its permit until its handler returns.
 func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		err, refused := s.c.lookup(info.FullMethod, nil).ServeStream(ss.Context(), func() error { return handler(srv, ss) })
+		var herr error // the handler's, as it returned it
+		err, refused := s.c.lookup(info.FullMethod, nil).ServeStream(ss.Context(), func() error {
+			herr = handler(srv, ss)
+			return forGates(herr)
+		})
 		if refused {
 			if cerr := ended(ss.Context(), err); cerr != nil {
 				return cerr
 			}
 			ss.SetTrailer(s.pushback)
+			return err
 		}
-		return err
+		return herr
 	}
 }
 

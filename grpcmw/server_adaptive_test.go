@@ -1,0 +1,75 @@
+package grpcmw_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/grpcmw"
+)
+
+// A server's adaptive bulkhead takes no sample from a call whose handler
+// answers CANCELLED or DEADLINE_EXCEEDED (its caller gave up: the status a
+// handler returns for its own ended context, or relays from a call it made
+// with it), as docs/bulkhead.md says the middleware maps those codes: its
+// duration measured the caller's patience. Before, only the bare context
+// errors were dropped, and a wave of slow CANCELLED answers pulled the
+// limit down as if the server had become slow.
+func TestAServerAdaptiveBulkheadDropsCancelledAnswers(t *testing.T) {
+	for _, code := range []codes.Code{codes.Canceled, codes.DeadlineExceeded} {
+		t.Run(code.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg, err := grpcmw.ParseConfig([]byte("defaults: { bulkhead: { adaptive: {} } }"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv, err := grpcmw.NewServer(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer srv.Close()
+				const method = "/grpc.testing.TestService/UnaryCall"
+				run := func(d time.Duration, latency func(time.Duration) time.Duration, answer error) {
+					start := time.Now()
+					for time.Since(start) < d {
+						lat := latency(time.Since(start))
+						var wg sync.WaitGroup
+						for range 10 {
+							wg.Go(func() {
+								_, err := srv.UnaryServerInterceptor()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: method},
+									func(context.Context, any) (any, error) { time.Sleep(lat); return nil, answer })
+								if status.Code(err) != status.Code(answer) {
+									t.Errorf("the handler's %v came back as %v", answer, err)
+								}
+							})
+						}
+						wg.Wait()
+					}
+				}
+				run(20*time.Second, func(time.Duration) time.Duration { return 10 * time.Millisecond }, nil)
+				b, _ := srv.Bulkhead("grpc.testing.TestService")
+				steady := b.Limit()
+				rising := func(elapsed time.Duration) time.Duration {
+					lat := 10 * time.Millisecond
+					for range int(elapsed / time.Second) {
+						lat = lat * 12 / 10
+					}
+					return lat
+				}
+				run(15*time.Second, rising, status.Error(code, "the caller gave up"))
+				if got := b.Limit(); got < steady-1 {
+					t.Errorf("limit %d after 15s of slow %v answers, want about %d: they were samples", got, code, steady)
+				}
+				if b.Active() != 0 {
+					t.Errorf("%d permits held", b.Active())
+				}
+			})
+		})
+	}
+}
