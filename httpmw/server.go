@@ -92,7 +92,12 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 				req = req.WithContext(ctx)
 			}
 			next.ServeHTTP(w, req)
-			return nil
+			// A request whose context ended while next ran (its client went
+			// away, an outer deadline passed) ended early: the gates drop
+			// its duration, which measured its caller's patience, as they
+			// do a gRPC server's CANCELLED (bulkhead.md, "Which calls are
+			// samples"). net/http ends it only after Handler returns.
+			return req.Context().Err()
 		})
 		if refused {
 			if code := ended(req.Context(), err); code != 0 {
