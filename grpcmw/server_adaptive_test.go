@@ -22,8 +22,16 @@ import (
 // errors were dropped, and a wave of slow CANCELLED answers pulled the
 // limit down as if the server had become slow.
 func TestAServerAdaptiveBulkheadDropsCancelledAnswers(t *testing.T) {
-	for _, code := range []codes.Code{codes.Canceled, codes.DeadlineExceeded} {
-		t.Run(code.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		code   codes.Code
+		stream bool
+	}{{codes.Canceled, false}, {codes.DeadlineExceeded, false}, {codes.Canceled, true}, {codes.DeadlineExceeded, true}} {
+		code := tc.code
+		name := code.String()
+		if tc.stream {
+			name += "/stream"
+		}
+		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg, err := grpcmw.ParseConfig([]byte("defaults: { bulkhead: { adaptive: {} } }"))
 				if err != nil {
@@ -42,8 +50,14 @@ func TestAServerAdaptiveBulkheadDropsCancelledAnswers(t *testing.T) {
 						var wg sync.WaitGroup
 						for range 10 {
 							wg.Go(func() {
-								_, err := srv.UnaryServerInterceptor()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: method},
-									func(context.Context, any) (any, error) { time.Sleep(lat); return nil, answer })
+								var err error
+								if tc.stream {
+									err = srv.StreamServerInterceptor()(nil, &sweepStream{ctx: context.Background()}, &grpc.StreamServerInfo{FullMethod: method},
+										func(any, grpc.ServerStream) error { time.Sleep(lat); return answer })
+								} else {
+									_, err = srv.UnaryServerInterceptor()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: method},
+										func(context.Context, any) (any, error) { time.Sleep(lat); return nil, answer })
+								}
 								if status.Code(err) != status.Code(answer) {
 									t.Errorf("the handler's %v came back as %v", answer, err)
 								}
