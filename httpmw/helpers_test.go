@@ -157,3 +157,19 @@ type closeCounter struct {
 }
 
 func (c *closeCounter) Close() error { c.closed.Add(1); return nil }
+
+// newServer is a Server of the configuration yaml, closed when the test
+// ends.
+func newServer(t *testing.T, yaml string, opts ...httpmw.ServerOption) *httpmw.Server {
+	t.Helper()
+	cfg, err := httpmw.ParseConfig([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := httpmw.NewServer(cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}

@@ -129,15 +129,7 @@ func TestAPanickingRoundTripIsAFailedCallInTheMetrics(t *testing.T) {
 // response without logging a stack).
 func TestAPanickingHandlerLeavesNoCallActive(t *testing.T) {
 	obs, read := panicMetrics(t)
-	cfg, err := httpmw.ParseConfig([]byte("defaults: { bulkhead: { maxConcurrentCalls: 2 } }"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := httpmw.NewServer(cfg, httpmw.WithServerObserver(obs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := newServer(t, "defaults: { bulkhead: { maxConcurrentCalls: 2 } }", httpmw.WithServerObserver(obs))
 	for _, value := range []any{"handler", http.ErrAbortHandler} {
 		h := srv.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(value) }))
 		for range 3 {

@@ -123,15 +123,7 @@ hosts:
 			arrived, release := make(chan struct{}), make(chan struct{})
 			var handled int
 			b := newBackend(t, nil)
-			cfg, err := httpmw.ParseConfig([]byte(replaceHost(tc.yaml, b.host)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv, err := httpmw.NewServer(cfg, httpmw.WithRetryAfter(2500*time.Millisecond))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
+			srv := newServer(t, replaceHost(tc.yaml, b.host), httpmw.WithRetryAfter(2500*time.Millisecond))
 			handler := srv.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				handled++
 				if handled == 1 {

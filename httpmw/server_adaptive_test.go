@@ -8,8 +8,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/meshless/meshless/httpmw"
 )
 
 // A server's adaptive bulkhead takes no sample from a request whose
@@ -21,15 +19,7 @@ import (
 // if the server had become slow.
 func TestAServerAdaptiveBulkheadDropsRequestsWhoseClientWentAway(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg, err := httpmw.ParseConfig([]byte("defaults: { bulkhead: { adaptive: {} } }"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := httpmw.NewServer(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
+		srv := newServer(t, "defaults: { bulkhead: { adaptive: {} } }")
 		run := func(d time.Duration, latency func(time.Duration) time.Duration, gone bool) {
 			start := time.Now()
 			for time.Since(start) < d {

@@ -35,15 +35,7 @@ func TestAServerRequestWhoseContextEndsInTheQueueIsNotARejection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cfg, err := httpmw.ParseConfig([]byte("defaults: { " + tc.yaml + " }"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				srv, err := httpmw.NewServer(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer srv.Close()
+				srv := newServer(t, "defaults: { "+tc.yaml+" }")
 				release := make(chan struct{})
 				var handled atomic.Int32
 				h := srv.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

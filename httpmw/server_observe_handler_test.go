@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/meshless/meshless/bulkhead"
-	"github.com/meshless/meshless/httpmw"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -20,15 +19,7 @@ import (
 // once a call that would have got a permit 10ms later.
 func TestAHTTPServerInObserveModeLeavesTheHandlersCallsAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg, err := httpmw.ParseConfig([]byte("defaults: { mode: observe, bulkhead: { maxConcurrentCalls: 10 } }"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := httpmw.NewServer(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
+		srv := newServer(t, "defaults: { mode: observe, bulkhead: { maxConcurrentCalls: 10 } }")
 		out, _ := bulkhead.New(bulkhead.WithConfig(bulkhead.Config{MaxConcurrentCalls: 1, MaxWaitDuration: time.Second}))
 		held, freed := make(chan struct{}), make(chan struct{})
 		go out.Execute(context.Background(), func(context.Context) error {

@@ -49,15 +49,7 @@ func TestHTTPServerSweep(t *testing.T) {
 			for _, hb := range handlers {
 				t.Run(g.name+"/"+mode+hb.name, func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
-						cfg, err := httpmw.ParseConfig([]byte("defaults: { " + mode + g.yaml + " }"))
-						if err != nil {
-							t.Fatal(err)
-						}
-						srv, err := httpmw.NewServer(cfg)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer srv.Close()
+						srv := newServer(t, "defaults: { "+mode+g.yaml+" }")
 						hold, release := make(chan struct{}), make(chan struct{})
 						h := srv.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 							if r.URL.Path == "/hold" {
