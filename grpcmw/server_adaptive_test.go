@@ -10,8 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/meshless/meshless/grpcmw"
 )
 
 // A server's adaptive bulkhead takes no sample from a call whose handler
@@ -33,15 +31,7 @@ func TestAServerAdaptiveBulkheadDropsCancelledAnswers(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cfg, err := grpcmw.ParseConfig([]byte("defaults: { bulkhead: { adaptive: {} } }"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				srv, err := grpcmw.NewServer(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer srv.Close()
+				srv := newServer(t, "defaults: { bulkhead: { adaptive: {} } }")
 				const method = "/grpc.testing.TestService/UnaryCall"
 				run := func(d time.Duration, latency func(time.Duration) time.Duration, answer error) {
 					start := time.Now()

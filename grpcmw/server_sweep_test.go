@@ -67,15 +67,7 @@ func TestGRPCServerSweep(t *testing.T) {
 					}
 					t.Run(name, func(t *testing.T) {
 						synctest.Test(t, func(t *testing.T) {
-							cfg, err := grpcmw.ParseConfig([]byte("defaults: { " + mode + g.yaml + " }"))
-							if err != nil {
-								t.Fatal(err)
-							}
-							srv, err := grpcmw.NewServer(cfg)
-							if err != nil {
-								t.Fatal(err)
-							}
-							defer srv.Close()
+							srv := newServer(t, "defaults: { "+mode+g.yaml+" }")
 							hold, release := make(chan struct{}), make(chan struct{})
 							body := func(holding bool) error {
 								if holding {
@@ -156,15 +148,7 @@ func TestGRPCServerReloadWhileQueued(t *testing.T) {
 	} {
 		t.Run(to, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cfg, err := grpcmw.ParseConfig([]byte("defaults: { bulkhead: { maxConcurrentCalls: 1, maxWaitDuration: 1s } }"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				srv, err := grpcmw.NewServer(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer srv.Close()
+				srv := newServer(t, "defaults: { bulkhead: { maxConcurrentCalls: 1, maxWaitDuration: 1s } }")
 				const method = "/grpc.testing.TestService/UnaryCall"
 				call := func(h func() error) error {
 					_, err := srv.UnaryServerInterceptor()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) { return nil, h() })
@@ -200,4 +184,20 @@ func TestGRPCServerReloadWhileQueued(t *testing.T) {
 			})
 		})
 	}
+}
+
+// newServer is a Server of the configuration yaml, closed when the test
+// ends.
+func newServer(t *testing.T, yaml string, opts ...grpcmw.ServerOption) *grpcmw.Server {
+	t.Helper()
+	cfg, err := grpcmw.ParseConfig([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := grpcmw.NewServer(cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
 }
