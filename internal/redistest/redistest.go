@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -242,4 +243,23 @@ func answers(addr string, pid int) error {
 		return fmt.Errorf("the server on %s is loading its dataset", addr)
 	}
 	return nil
+}
+
+// Pause stops the server's process (SIGSTOP) without closing anything: its
+// connections stay open and every command waits, as behind a long GC pause
+// or a frozen VM, until Resume.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT): it answers what waited.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.tb.Errorf("redistest: %v: %v", sig, err)
+	}
 }
