@@ -67,6 +67,21 @@ func TestKeyProblemTellsAKeyFromRedis(t *testing.T) {
 			defer c.Close()
 			return c.Get(ctx, "s").Err()
 		}},
+		// Redis before 7.0 wraps a refusal met in a script in an ERR that
+		// names the script, the refusal's code after a dash; a command's
+		// reply about the key comes without one.
+		{name: "Redis 6: out of memory in a script", key: false, run: func(context.Context) error {
+			return redis6Error("ERR Error running script (call to f_0a9a51ee96320953ec7bde8e63f3f060b9dac00c): @user_script:41: @user_script: 41: -OOM command not allowed when used memory > 'maxmemory'.")
+		}},
+		{name: "Redis 6: read-only in a script", key: false, run: func(context.Context) error {
+			return redis6Error("ERR Error running script (call to f_0a9a51ee96320953ec7bde8e63f3f060b9dac00c): @user_script:3: @user_script: 3: -READONLY You can't write against a read only replica.")
+		}},
+		{name: "Redis 6: no replicas in a script", key: false, run: func(context.Context) error {
+			return redis6Error("ERR Error running script (call to f_0a9a51ee96320953ec7bde8e63f3f060b9dac00c): @user_script:3: @user_script: 3: -NOREPLICAS Not enough good replicas to write.")
+		}},
+		{name: "Redis 6: WRONGTYPE in a script", key: true, run: func(context.Context) error {
+			return redis6Error("ERR Error running script (call to f_0a9a51ee96320953ec7bde8e63f3f060b9dac00c): @user_script:1: WRONGTYPE Operation against a key holding the wrong kind of value")
+		}},
 		{name: "no server", key: false, run: func(ctx context.Context) error {
 			c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 			defer c.Close()
@@ -87,3 +102,9 @@ func TestKeyProblemTellsAKeyFromRedis(t *testing.T) {
 		})
 	}
 }
+
+// redis6Error is a reply error as a Redis before 7.0 words it.
+type redis6Error string
+
+func (e redis6Error) Error() string { return string(e) }
+func (redis6Error) RedisError()     {}

@@ -37,10 +37,37 @@ func keyProblem(err error) bool {
 	case "WRONGTYPE":
 		return true
 	case "ERR":
+		if scriptRefused(rest) {
+			return false
+		}
 		return strings.Contains(rest, "not an integer") || strings.Contains(rest, "overflow") ||
 			strings.Contains(rest, "user_script")
 	}
 	return false
+}
+
+// scriptRefused reports whether rest, the text of an ERR reply, is a
+// refusal that a script met, as Redis before 7.0 words it: "Error running
+// script (call to f_…): @user_script:1: @user_script: 1: -OOM command not
+// allowed …" (or -READONLY, -NOREPLICAS, -MASTERDOWN, …, with the dash of
+// the reply). Redis 7 replies with the refusal's own code instead. A
+// command's reply about the key (WRONGTYPE, ERR … not an integer) comes
+// without the dash.
+func scriptRefused(rest string) bool {
+	i := strings.LastIndex(rest, ": -")
+	if i < 0 || !strings.Contains(rest[:i], "user_script") {
+		return false
+	}
+	code, _, _ := strings.Cut(rest[i+3:], " ")
+	if code == "" || code == "ERR" || code == "WRONGTYPE" {
+		return false
+	}
+	for _, r := range code {
+		if r < 'A' || r > 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // redisDown returns the first error of an exchange that is Redis's and not
