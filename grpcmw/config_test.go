@@ -185,6 +185,14 @@ func TestInvalidConfigNamesThePath(t *testing.T) {
 		{"a section as a scalar", "defaults: { retry: 3 }", "defaults.retry: want a mapping of keys to values, got 3"},
 		{"outlier detection", "outlierDetection: { failurePercentage: { threshold: 150 } }", "outlierDetection.failurePercentage.threshold: must be in [0, 100], got 150"},
 		{"outlier consecutive failures", "outlierDetection: { consecutiveFailures: -1 }", "outlierDetection.consecutiveFailures: must be at least 0 (0 switches it off), got -1"},
+		{"outlier cap 0 is not the default", "outlierDetection: { maxEjectionPercent: 0 }", "outlierDetection.maxEjectionPercent: must not be 0, which would take the default (50); to eject nothing, set enabled: false"},
+		{"outlier threshold 0", "outlierDetection: { failurePercentage: { threshold: 0 } }", "outlierDetection.failurePercentage.threshold: must not be 0, which would take the default (85)"},
+		{"outlier minimum hosts 0", "outlierDetection: { successRate: { minimumHosts: 0 } }", "outlierDetection.successRate.minimumHosts: must not be 0, which would take the default (3); write 1"},
+		{"outlier request volume 0", "outlierDetection: { failurePercentage: { requestVolume: 0 } }", "outlierDetection.failurePercentage.requestVolume: must not be 0, which would take the default (50)"},
+		{"outlier stdev factor 0", "outlierDetection: { successRate: { stdevFactor: 0 } }", "outlierDetection.successRate.stdevFactor: must not be 0"},
+		{"outlier slow duration 0", "outlierDetection: { slowCalls: { durationThreshold: 0s } }", "outlierDetection.slowCalls.durationThreshold: must not be 0, which would take the default (500ms)"},
+		{"outlier slow rate 0", "outlierDetection: { slowCalls: { rateThreshold: 0 } }", "outlierDetection.slowCalls.rateThreshold: must not be 0"},
+		{"outlier slow volume 0", "outlierDetection: { slowCalls: { requestVolume: 0 } }", "outlierDetection.slowCalls.requestVolume: must not be 0"},
 		{"not YAML", "defaults: [", "grpcmw: config: defaults: not valid YAML: did not find expected node content (line 1)"},
 	}
 	for _, tt := range tests {

@@ -101,6 +101,7 @@ func checkOutlier(c *Config, add func(path, problem string)) {
 	if !ok {
 		return
 	}
+	zeroTakesDefault(c.OutlierDetection, add)
 	err := cfg.Validate()
 	if err == nil {
 		return
@@ -118,6 +119,36 @@ func checkOutlier(c *Config, add func(path, problem string)) {
 			continue // said above, with what 0 means
 		}
 		add(path, problem)
+	}
+}
+
+// zeroTakesDefault reports the keys written as 0 that the balancer would
+// silently replace with their default (its Config reads 0 as "unset"):
+// maxEjectionPercent: 0 would eject up to half the endpoints, not none,
+// and threshold: 0 would eject at 85 %, not at any failure.
+func zeroTakesDefault(o *config.OutlierDetectionSection, add func(path, problem string)) {
+	zero := func(path string, isZero bool, problem string) {
+		if isZero {
+			add("outlierDetection."+path, "must not be 0, which would take the default "+problem)
+		}
+	}
+	isZero := func(p *int) bool { return p != nil && *p == 0 }
+	zero("maxEjectionPercent", isZero(o.MaxEjectionPercent), "(50); to eject nothing, set enabled: false")
+	const one = "; write 1, which judges the same"
+	if f := o.FailurePercentage; f != nil {
+		zero("failurePercentage.threshold", isZero(f.Threshold), "(85); write at least 1")
+		zero("failurePercentage.minimumHosts", isZero(f.MinimumHosts), "(3)"+one)
+		zero("failurePercentage.requestVolume", isZero(f.RequestVolume), "(50)"+one)
+	}
+	if r := o.SuccessRate; r != nil {
+		zero("successRate.stdevFactor", r.StdevFactor != nil && *r.StdevFactor == 0, "(1.9); write a positive factor")
+		zero("successRate.minimumHosts", isZero(r.MinimumHosts), "(3)"+one)
+		zero("successRate.requestVolume", isZero(r.RequestVolume), "(100)"+one)
+	}
+	if s := o.SlowCalls; s != nil {
+		zero("slowCalls.durationThreshold", s.DurationThreshold != nil && s.DurationThreshold.D() == 0, "(500ms); write a positive duration")
+		zero("slowCalls.rateThreshold", isZero(s.RateThreshold), "(50); write at least 1")
+		zero("slowCalls.requestVolume", isZero(s.RequestVolume), "(50)"+one)
 	}
 }
 
