@@ -66,11 +66,15 @@ func detect(c *Config, s []sample, hosts int) []verdict {
 		ejected++
 		return true
 	}
-	// candidates returns the endpoints not ejected with at least volume calls.
+	// candidates returns the endpoints not ejected before this evaluation
+	// with at least volume calls. One that an earlier detector has just
+	// ejected is among them, as in Envoy and gRFC A50: it was judged on
+	// this interval's calls and counts toward minimumHosts; it is not
+	// ejected twice.
 	candidates := func(volume int) []int {
 		var idx []int
 		for i, x := range s {
-			if !x.ejected && !taken[i] && x.volume() >= int64(volume) && x.volume() > 0 {
+			if !x.ejected && x.volume() >= int64(volume) && x.volume() > 0 {
 				idx = append(idx, i)
 			}
 		}
@@ -93,7 +97,7 @@ func detect(c *Config, s []sample, hosts int) []verdict {
 	if fp := c.FailurePercentage; !fp.Disabled {
 		if idx := candidates(fp.RequestVolume); len(idx) >= fp.MinimumHosts && len(idx) > 0 {
 			for _, i := range idx {
-				if 100*s[i].failure >= int64(fp.Threshold)*s[i].volume() && s[i].failure > 0 &&
+				if !taken[i] && 100*s[i].failure >= int64(fp.Threshold)*s[i].volume() && s[i].failure > 0 &&
 					!eject(i, ReasonFailurePercentage) {
 					return out
 				}
@@ -102,7 +106,7 @@ func detect(c *Config, s []sample, hosts int) []verdict {
 	}
 	if sc := c.SlowCalls; !sc.Disabled {
 		for _, i := range candidates(sc.RequestVolume) {
-			if 100*s[i].slow >= int64(sc.RateThreshold)*s[i].volume() && s[i].slow > 0 &&
+			if !taken[i] && 100*s[i].slow >= int64(sc.RateThreshold)*s[i].volume() && s[i].slow > 0 &&
 				!eject(i, ReasonSlowCalls) {
 				return out
 			}

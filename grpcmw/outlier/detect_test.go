@@ -139,6 +139,17 @@ func TestDetect(t *testing.T) {
 			samples: with(hosts(2, 100), 1, sample{success: 100, slow: 49})},
 		{name: "slow calls below volume does not", cfg: slow,
 			samples: with(hosts(2, 100), 1, sample{success: 40, slow: 40})},
+		// Rates 1, 1, 0, .45: success rate (factor 1) ejects the third; the
+		// fourth, 55 % failed, is still judged by failure percentage with
+		// 4 hosts of volume, the third among them, as Envoy and gRPC do.
+		{name: "an endpoint success rate ejected still counts toward failure percentage's minimumHosts",
+			cfg: base(func(c *Config) {
+				c.SuccessRate = SuccessRate{StdevFactor: 1, MinimumHosts: 4, RequestVolume: 100}
+				c.FailurePercentage = FailurePercentage{Threshold: 50, MinimumHosts: 4, RequestVolume: 100}
+				c.MaxEjectionPercent = 100
+			}),
+			samples: []sample{{success: 100}, {success: 100}, {failure: 100}, {success: 45, failure: 55}},
+			want:    []verdict{{2, ReasonSuccessRate}, {3, ReasonFailurePercentage}}},
 		{name: "each endpoint is ejected once, success rate first", cfg: all,
 			samples: append(with(hosts(5, 200), 4, sample{failure: 200, slow: 200}), sample{success: 100, slow: 100}),
 			want:    []verdict{{4, ReasonSuccessRate}, {5, ReasonSlowCalls}}},
