@@ -238,13 +238,26 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) error {
 			b.endpoints[a] = b.newEndpoint(a)
 		}
 	}
+	// A config with every detector off returns every endpoint at once and
+	// forgets the multipliers, as gRFC A50 does for a config without
+	// detectors: nothing would judge them again, and the operator who
+	// switched detection off wants every endpoint serving now.
+	var returned []*subConn
+	noop := cfg.ConsecutiveFailures.Disabled && cfg.FailurePercentage.Disabled &&
+		cfg.SuccessRate.Disabled && cfg.SlowCalls.Disabled
 	// Fewer endpoints, or a lower cap, may leave too many ejected: the
 	// ones due back soonest return now, so that the cap holds and one
 	// endpoint always serves.
-	var returned []*subConn
 	var ejected []*endpoint
 	for _, e := range b.sortedEndpoints() {
-		if e.ejected.Load() {
+		switch {
+		case noop && e.ejected.Load():
+			returned = append(returned, b.unject(e)...)
+			notes = append(notes, note{addr: e.addr})
+			e.multiplier = 0
+		case noop:
+			e.multiplier = 0
+		case e.ejected.Load():
 			ejected = append(ejected, e)
 		}
 	}

@@ -410,3 +410,32 @@ func watchUntil(t *testing.T, addr string, want healthpb.HealthCheckResponse_Ser
 		}
 	}
 }
+
+// TestAConfigWithoutDetectorsReturnsEveryEndpoint: a service config that
+// switches every detector off returns the ejected endpoints at once (gRFC
+// A50), rather than leaving them out for the rest of their ejection time.
+func TestAConfigWithoutDetectorsReturnsEveryEndpoint(t *testing.T) {
+	cfg := only(func(c *outlier.Config) { c.ConsecutiveFailures.Disabled = false })
+	h := newHarness(t, 3, cfg, harnessOpts{})
+	bad := h.backends[0]
+	bad.code.Store(int32(codes.Unavailable))
+	h.poll("the bad backend is ejected", 3, func() bool { return h.mon.IsEjected(bad.addr) })
+
+	off := only(func(*outlier.Config) {})
+	off.Monitor = h.mon.Name()
+	js, err := outlier.ServiceConfigJSON(off, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := h.state(h.backends...)
+	st.ServiceConfig = h.r.CC().ParseServiceConfig(js)
+	if st.ServiceConfig.Err != nil {
+		t.Fatal(st.ServiceConfig.Err)
+	}
+	h.r.UpdateState(st)
+	h.poll("the update returns the ejected backend", 3, func() bool { return !h.mon.IsEjected(bad.addr) })
+	h.clk.Advance(time.Second) // the ejection (10 s) is far from over
+	h.wantEjected()
+	h.reset()
+	h.poll("the returned backend gets calls", 3, func() bool { return bad.calls.Load() > 0 })
+}
