@@ -137,8 +137,8 @@ type endpoint struct {
 
 	// under b.mu
 	multiplier int
-	until      time.Time
-	reason     string // why it was last ejected
+	at         time.Time // when it was last ejected
+	reason     string    // why it was last ejected
 	subConns   map[*subConn]struct{}
 }
 
@@ -261,7 +261,7 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) error {
 			ejected = append(ejected, e)
 		}
 	}
-	slices.SortStableFunc(ejected, func(x, y *endpoint) int { return x.until.Compare(y.until) })
+	slices.SortStableFunc(ejected, func(x, y *endpoint) int { return b.until(x).Compare(b.until(y)) })
 	for over := len(ejected) - maxEjected(b.hosts, cfg.MaxEjectionPercent); over > 0; over-- {
 		e := ejected[0]
 		ejected = ejected[1:]
@@ -424,9 +424,16 @@ func (b *outlierBalancer) eject(e *endpoint, now time.Time, reason string) []*su
 	e.ejected.Store(true)
 	e.reason = reason
 	e.multiplier++
-	e.until = now.Add(ejectionTime(b.cfg.BaseEjectionTime, b.cfg.MaxEjectionTime, e.multiplier))
+	e.at = now
 	e.consecutive.Store(0)
 	return slices.Collect(mapKeys(e.subConns))
+}
+
+// until is when e's ejection ends, by the current config's ejection times
+// (a new config shortens or lengthens the ejections in progress, as in
+// gRFC A50). Called with b.mu held.
+func (b *outlierBalancer) until(e *endpoint) time.Time {
+	return e.at.Add(ejectionTime(b.cfg.BaseEjectionTime, b.cfg.MaxEjectionTime, e.multiplier))
 }
 
 // unject marks e back in service and returns its SubConns. Called with b.mu
@@ -519,7 +526,7 @@ func (b *outlierBalancer) tick(gen uint64) {
 			if e.multiplier > 0 {
 				e.multiplier--
 			}
-		case !now.Before(e.until):
+		case !now.Before(b.until(e)):
 			returnSCs = append(returnSCs, b.unject(e)...)
 			notes = append(notes, note{addr: e.addr})
 		}

@@ -439,3 +439,44 @@ func TestAConfigWithoutDetectorsReturnsEveryEndpoint(t *testing.T) {
 	h.reset()
 	h.poll("the returned backend gets calls", 3, func() bool { return bad.calls.Load() > 0 })
 }
+
+// TestANewConfigsEjectionTimeAppliesToEjectionsInProgress: as in gRFC A50,
+// an ejection ends by the ejection times of the config in force at each
+// interval, not of the one in force when it began.
+func TestANewConfigsEjectionTimeAppliesToEjectionsInProgress(t *testing.T) {
+	cfg := only(func(c *outlier.Config) { c.ConsecutiveFailures.Disabled = false })
+	h := newHarness(t, 3, cfg, harnessOpts{})
+	bad := h.backends[0]
+	bad.code.Store(int32(codes.Unavailable))
+	h.poll("the bad backend is ejected", 3, func() bool { return h.mon.IsEjected(bad.addr) })
+	bad.code.Store(int32(codes.OK))
+
+	cfg.BaseEjectionTime, cfg.MaxEjectionTime = 2*time.Second, 2*time.Second // was 10 s
+	// A second Monitor on the same clock: that it hears of the ejection
+	// shows the new config has reached the balancer.
+	mon, err := outlier.NewMonitor(outlier.WithClock(h.clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mon.Close)
+	cfg.Monitor = mon.Name()
+	js, err := outlier.ServiceConfigJSON(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := h.state(h.backends...)
+	st.ServiceConfig = h.r.CC().ParseServiceConfig(js)
+	if st.ServiceConfig.Err != nil {
+		t.Fatal(st.ServiceConfig.Err)
+	}
+	h.r.UpdateState(st)
+	h.poll("the new config reaches the balancer", 3, func() bool { return mon.IsEjected(bad.addr) })
+	h.clk.Advance(time.Second)
+	if !mon.IsEjected(bad.addr) {
+		t.Fatal("returned after 1 s, want 2 s")
+	}
+	h.clk.Advance(time.Second) // 2 s since the ejection: over by the new config
+	if got := mon.Ejected(); len(got) != 0 {
+		t.Fatalf("ejected %v after 2 s, want none: the new config's ejection time is 2 s", got)
+	}
+}
