@@ -98,16 +98,7 @@ func TestConfigChangeKeepsState(t *testing.T) {
 
 	cfg.Interval = 2 * time.Second
 	cfg.Monitor = h.mon.Name()
-	js, err := outlier.ServiceConfigJSON(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := h.state(h.backends...)
-	st.ServiceConfig = h.r.CC().ParseServiceConfig(js)
-	if st.ServiceConfig.Err != nil {
-		t.Fatal(st.ServiceConfig.Err)
-	}
-	h.r.UpdateState(st)
+	h.update(cfg)
 	h.call(8) // the update has reached the balancer once calls flow again
 	h.wantEjected(bad)
 	h.clk.Advance(9 * time.Second) // ticks every 2 s now; the ejection (10 s) is not over
@@ -423,16 +414,7 @@ func TestAConfigWithoutDetectorsReturnsEveryEndpoint(t *testing.T) {
 
 	off := only(func(*outlier.Config) {})
 	off.Monitor = h.mon.Name()
-	js, err := outlier.ServiceConfigJSON(off, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := h.state(h.backends...)
-	st.ServiceConfig = h.r.CC().ParseServiceConfig(js)
-	if st.ServiceConfig.Err != nil {
-		t.Fatal(st.ServiceConfig.Err)
-	}
-	h.r.UpdateState(st)
+	h.update(off)
 	h.poll("the update returns the ejected backend", 3, func() bool { return !h.mon.IsEjected(bad.addr) })
 	h.clk.Advance(time.Second) // the ejection (10 s) is far from over
 	h.wantEjected()
@@ -460,16 +442,7 @@ func TestANewConfigsEjectionTimeAppliesToEjectionsInProgress(t *testing.T) {
 	}
 	t.Cleanup(mon.Close)
 	cfg.Monitor = mon.Name()
-	js, err := outlier.ServiceConfigJSON(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := h.state(h.backends...)
-	st.ServiceConfig = h.r.CC().ParseServiceConfig(js)
-	if st.ServiceConfig.Err != nil {
-		t.Fatal(st.ServiceConfig.Err)
-	}
-	h.r.UpdateState(st)
+	h.update(cfg)
 	h.poll("the new config reaches the balancer", 3, func() bool { return mon.IsEjected(bad.addr) })
 	h.clk.Advance(time.Second)
 	if !mon.IsEjected(bad.addr) {

@@ -173,6 +173,21 @@ func newHarness(t *testing.T, n int, cfg outlier.Config, o harnessOpts) *harness
 	return h
 }
 
+// update gives the balancer cfg, in a service config with every backend.
+func (h *harness) update(cfg outlier.Config) {
+	h.t.Helper()
+	js, err := outlier.ServiceConfigJSON(cfg, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	st := h.state(h.backends...)
+	st.ServiceConfig = h.r.CC().ParseServiceConfig(js)
+	if st.ServiceConfig.Err != nil {
+		h.t.Fatal(st.ServiceConfig.Err)
+	}
+	h.r.UpdateState(st)
+}
+
 func (h *harness) state(bs ...*backend) resolver.State {
 	var s resolver.State
 	for _, b := range bs {
