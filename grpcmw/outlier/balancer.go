@@ -101,6 +101,8 @@ type outlierBalancer struct {
 	timer     resilience.Timer
 	timerGen  uint64
 	interval  time.Duration
+	swept     time.Time // when the interval in progress began (the last sweep)
+	sweptOK   bool      // swept was read from b.clock (false once a Monitor brings another)
 	closeOnce sync.Once
 
 	mu        sync.Mutex
@@ -213,6 +215,7 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) error {
 			}
 		}
 		b.monitor, b.clock = lc.monitor, lc.monitor.clock
+		b.sweptOK = false // another clock, perhaps: swept is of the old one
 	}
 	var consecutive int64
 	var slow time.Duration
@@ -276,11 +279,21 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) error {
 	}
 
 	if b.timer == nil || b.interval != cfg.Interval {
+		// A new interval applies from the last sweep, as in gRFC A50: the
+		// interval in progress keeps its counts and ends the new interval
+		// after it began (now, if that is past), so that reloads never put
+		// the sweeps off.
 		if b.timer != nil {
 			b.timer.Stop()
 		}
 		b.interval = cfg.Interval
-		b.startTimer(clock)
+		next := b.interval
+		if b.timer != nil && b.sweptOK {
+			next = max(b.interval-clock.Now().Sub(b.swept), 0)
+		} else {
+			b.swept, b.sweptOK = clock.Now(), true
+		}
+		b.startTimer(clock, next)
 	}
 
 	if b.child == nil || b.childName != cfg.ChildPolicy {
@@ -539,16 +552,17 @@ func (b *outlierBalancer) tick(gen uint64) {
 	for _, sc := range returnSCs {
 		sc.setEjected(false)
 	}
-	b.startTimer(clock)
+	b.swept, b.sweptOK = now, true
+	b.startTimer(clock, b.interval)
 	b.childMu.Unlock()
 	b.tell()
 }
 
-// startTimer arms the interval timer. A tick armed before the latest call
-// does nothing, so that a config change never leaves two timers running.
-// Called with b.childMu held.
-func (b *outlierBalancer) startTimer(clock resilience.Clock) {
+// startTimer arms the interval timer to tick after d. A tick armed before
+// the latest call does nothing, so that a config change never leaves two
+// timers running. Called with b.childMu held.
+func (b *outlierBalancer) startTimer(clock resilience.Clock, d time.Duration) {
 	b.timerGen++
 	gen := b.timerGen
-	b.timer = clock.AfterFunc(b.interval, func() { b.tick(gen) })
+	b.timer = clock.AfterFunc(d, func() { b.tick(gen) })
 }
