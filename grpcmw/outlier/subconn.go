@@ -109,11 +109,20 @@ func (sc *subConn) RegisterHealthListener(l func(balancer.SubConnState)) {
 			return
 		}
 		sc.health, sc.healthSet = s, true
-		if !sc.ejected {
-			l(s)
+		if sc.ejected {
+			// A listener registered while ejected (the SubConn reconnected
+			// during the ejection) hears what setEjected tells one
+			// registered before: a child left to believe the endpoint is
+			// still connecting would hold every call, rather than fail it,
+			// when no other endpoint serves.
+			s = ejectedState
 		}
+		l(s)
 	})
 }
+
+// ejectedState is what the child hears of an ejected SubConn.
+var ejectedState = balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errEjected}
 
 // setEjected hides or shows the SubConn to the child. Called with
 // b.childMu held.
@@ -126,7 +135,7 @@ func (sc *subConn) setEjected(ejected bool) {
 		return
 	}
 	if ejected {
-		sc.healthListener(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errEjected})
+		sc.healthListener(ejectedState)
 	} else if sc.healthSet {
 		sc.healthListener(sc.health)
 	}
