@@ -21,9 +21,16 @@ type transport struct {
 }
 
 // Code returns the gRPC code of an attempt's error, and false for an error
-// that carries none (a transport error that is not a status).
+// that carries none (a transport error that is not a status). A code gRPC
+// does not define (a server may send any number; grpc-go passes it on) is
+// UNKNOWN, as grpc-java and gRPC C-core read it: the
+// breaker and the retry classify it as such, as the outlier balancer does.
+// The caller gets the code as it came, and metrics name it _OTHER.
 func (*transport) Code(err error) (uint32, bool) {
 	c, ok := codeOf(err)
+	if c > codes.Unauthenticated {
+		c = codes.Unknown
+	}
 	return uint32(c), ok
 }
 
