@@ -256,18 +256,22 @@ func (m message) encode() string {
 	return "c " + strconv.FormatInt(m.round, 10) + " " + strconv.FormatInt(m.at, 10) + " " + m.instance + " " + m.name
 }
 
+// decodeMessage reads what message.encode writes. The name is the rest of
+// the message, spaces included, and may be empty: a breaker with no name
+// (circuitbreaker's default) is shared under the empty name, and before,
+// its messages were written and then refused as garbage by every peer.
 func decodeMessage(s string) (message, bool) {
 	switch {
 	case strings.HasPrefix(s, "o "):
 		f := strings.SplitN(s[2:], " ", 5)
-		if len(f) != 5 || f[4] == "" {
+		if len(f) != 5 {
 			return message{}, false
 		}
 		o, ok := decodeOpening(strings.Join(f[:4], " "))
 		return message{open: true, opening: o, instance: o.instance, name: f[4]}, ok
 	case strings.HasPrefix(s, "c "):
 		f := strings.SplitN(s[2:], " ", 4)
-		if len(f) != 4 || f[3] == "" {
+		if len(f) != 4 {
 			return message{}, false
 		}
 		round, err1 := strconv.ParseInt(f[0], 10, 64)
