@@ -23,7 +23,8 @@ type Server struct {
 	bin        string
 	port       int
 	persistent bool
-	dir        string // the data directory of a persistent server
+	snapshots  bool
+	dir        string // the data directory of a persistent or snapshots server
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // nil while killed
@@ -59,6 +60,12 @@ func (f optionFunc) apply(s *Server) { f(s) }
 // life, so that Restart after Kill finds every acknowledged write.
 func Persistent() Option { return optionFunc(func(s *Server) { s.persistent = true }) }
 
+// Snapshots makes the server keep one data directory for its life, with no
+// append-only file and no automatic snapshot: Restart after Kill loads the
+// RDB file there (dump.rdb, in [Server.Dir]), the one SAVE last wrote or
+// one the test put in its place, as a Redis restored from a backup does.
+func Snapshots() Option { return optionFunc(func(s *Server) { s.snapshots = true }) }
+
 // Start starts redis-server on a free loopback port and stops it when the
 // test ends.
 func Start(tb testing.TB, opts ...Option) *Server {
@@ -75,7 +82,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	for _, o := range opts {
 		o.apply(s)
 	}
-	if s.persistent {
+	if s.persistent || s.snapshots {
 		s.dir = tb.TempDir()
 	}
 	// A free port: the kernel picks one, we close it, redis-server takes it.
@@ -101,7 +108,8 @@ func Start(tb testing.TB, opts ...Option) *Server {
 }
 
 // Dir returns the data directory of a [Persistent] server (its
-// append-only files are under it), "" for another.
+// append-only files are under it) or of a [Snapshots] server (its
+// dump.rdb), "" for another.
 func (s *Server) Dir() string { return s.dir }
 
 // Addr returns the server's host:port.
@@ -121,7 +129,7 @@ func (s *Server) Kill() {
 
 // Restart starts the server again on the same port after Kill: with an
 // empty dataset, or, for a [Persistent] server, with what its append-only
-// file holds.
+// file holds, or, for a [Snapshots] server, with what its dump.rdb holds.
 func (s *Server) Restart() {
 	s.tb.Helper()
 	if err := s.start(); err != nil {
@@ -136,9 +144,12 @@ func (s *Server) start() error {
 		return errors.New("already running")
 	}
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--loglevel", "warning"}
-	if s.persistent {
+	switch {
+	case s.persistent:
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always", "--dir", s.dir)
-	} else {
+	case s.snapshots:
+		args = append(args, "--appendonly", "no", "--dir", s.dir)
+	default:
 		args = append(args, "--appendonly", "no", "--dir", s.tb.TempDir())
 	}
 	cmd := exec.Command(s.bin, args...)
