@@ -74,6 +74,7 @@ type entry struct {
 
 	// Under Cluster.syncMu:
 	round      int64    // untilMs of the open the breaker is in, as the cluster agreed it
+	roundKey   int64    // that open's untilMs as its record says: its probes key (see adopt)
 	leaseRound int64    // the round whose probes it has leased
 	lastClose  int64    // ms: windows that started before are stale
 	stale      []string // fields to delete at the next sync: garbage
@@ -350,15 +351,22 @@ func (c *Cluster) apply(m message) {
 // that and the clock skew is one no instance of this configuration writes:
 // adopt reports it (far) with the bounded open it adopted instead. Called
 // with syncMu held.
+//
+// A far open is cut at each instance's own now, so the instances that cut
+// one end it milliseconds apart: they lease its probes under the end its
+// record says (roundKey), not their own cut, so that they probe in one
+// round. Before, each leased its own round's limit, and one's close (of
+// an earlier round than the others' cut) closed none of the others.
 func (c *Cluster) adopt(e *entry, o opening, now int64) (bounded opening, far bool) {
 	limit := now + longestWait(e.b.Config()).Milliseconds()
+	written := o.until
 	if o.until > limit+c.skew() {
 		o.until, far = limit, true
 	}
 	if o.until <= now || o.until <= e.round {
 		return o, far
 	}
-	e.round = o.until
+	e.round, e.roundKey = o.until, written
 	until := min(o.until, limit)
 	if w := coord.Of(e.b).Window(); circuitbreaker.State(w.State) == circuitbreaker.StateOpen && w.Until.UnixMilli() == until {
 		return o, far

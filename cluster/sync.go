@@ -473,19 +473,20 @@ func (c *Cluster) act(ctx context.Context, e *entry, d *deadline) error {
 		if won, ok := decodeOpening(v); ok && won.instance != c.o.instance && won.until != until {
 			c.adopt(e, won, now.UnixMilli()) // another instance opened first: probe when it does
 		} else {
-			e.round = until
+			e.round, e.roundKey = until, until
 		}
 	case circuitbreaker.StateHalfOpen:
 		if !w.Leased || w.Granted > 0 || c.health.Load() != healthUp {
 			return nil // leased already, or probing alone (turned HALF_OPEN while Redis was away)
 		}
 		// The round is the open the cluster agreed on, which ended when this
-		// half-open period began (give or take a timer's lateness); a round
-		// further off is an earlier open's, and a breaker that opened alone
-		// (Redis away) leases under its own.
-		round, since := e.round, w.Since.UnixMilli()
+		// half-open period began (give or take a timer's lateness), under
+		// the end its record says (a far open cut to this breaker's longest
+		// wait: see adopt); a round further off is an earlier open's, and a
+		// breaker that opened alone (Redis away) leases under its own.
+		round, since := e.roundKey, w.Since.UnixMilli()
 		tol := max(e.b.Config().WaitDurationInOpenState.Milliseconds()/2, 1)
-		if d := since - round; d > tol || d < -tol {
+		if d := since - e.round; d > tol || d < -tol {
 			round = since
 		}
 		limit := e.b.Config().PermittedNumberOfCallsInHalfOpenState
