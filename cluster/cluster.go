@@ -318,7 +318,7 @@ func (c *Cluster) deliver(payload string) {
 
 // apply acts on another instance's message. A close dated in the future
 // counts as of now; an open ending past this instance's longest wait is
-// adopted up to it, and its record rewritten to it.
+// adopted up to it, and its record's TTL bounded by it.
 func (c *Cluster) apply(m message) {
 	c.syncMu.Lock()
 	defer c.syncMu.Unlock()
@@ -326,9 +326,10 @@ func (c *Cluster) apply(m message) {
 	var fix []repair
 	for _, e := range c.named(m.name) {
 		if m.open {
-			if b, far := c.adopt(e, m.opening, now); far && len(fix) == 0 {
-				fix = append(fix, repair{key: c.openKey(m.name), want: "string", found: m.opening.encode(),
-					put: b.encode(), px: b.until - now, why: "an open past the longest wait"})
+			if end, far := c.adopt(e, m.opening, now); far && len(fix) == 0 {
+				v := m.opening.encode()
+				fix = append(fix, repair{key: c.openKey(m.name), want: "string", found: v,
+					put: v, px: end - now, why: "an open past the longest wait"})
 			}
 			continue
 		}
@@ -348,33 +349,36 @@ func (c *Cluster) apply(m message) {
 // of its own that the cluster has not agreed on (the first open claimed
 // wins, so that every instance probes at once). The breaker's wait ends no
 // later than its own longest wait from now. An open ending further off than
-// that and the clock skew is one no instance of this configuration writes:
-// adopt reports it (far) with the bounded open it adopted instead. Called
-// with syncMu held.
+// that and the clock skew is far: one no instance of this configuration
+// writes, or one of an instance whose clock runs ahead of this one's (or
+// this one's behind). adopt reports it, with end, the bound it adopted it
+// up to, once and no more: a far open it adopted before (its roundKey) is
+// not adopted again, so that reading it at each sync does not push the
+// breaker's end further. Called with syncMu held.
 //
 // A far open is cut at each instance's own now, so the instances that cut
 // one end it milliseconds apart: they lease its probes under the end its
 // record says (roundKey), not their own cut, so that they probe in one
 // round. Before, each leased its own round's limit, and one's close (of
 // an earlier round than the others' cut) closed none of the others.
-func (c *Cluster) adopt(e *entry, o opening, now int64) (bounded opening, far bool) {
+func (c *Cluster) adopt(e *entry, o opening, now int64) (end int64, far bool) {
 	limit := now + longestWait(e.b.Config()).Milliseconds()
 	written := o.until
 	if o.until > limit+c.skew() {
 		o.until, far = limit, true
 	}
-	if o.until <= now || o.until <= e.round {
-		return o, far
+	if o.until <= now || o.until <= e.round || (far && written == e.roundKey) {
+		return o.until, far
 	}
 	e.round, e.roundKey = o.until, written
 	until := min(o.until, limit)
 	if w := coord.Of(e.b).Window(); circuitbreaker.State(w.State) == circuitbreaker.StateOpen && w.Until.UnixMilli() == until {
-		return o, far
+		return o.until, far
 	}
 	if coord.Of(e.b).OpenRemote(time.Duration(until-now)*time.Millisecond, o.reopens, uint8(o.reason)) && c.o.listener != nil {
 		c.o.listener.RemoteOpen(e.b.Name())
 	}
-	return o, far
+	return o.until, far
 }
 
 // setHealth records the outcome of an exchange with Redis: the

@@ -274,7 +274,11 @@ func TestAnAdoptedOpenEndsWithinTheReadersLongestWait(t *testing.T) {
 			if until := coord.Of(a.b).Window().Until; until.After(limit) {
 				t.Fatalf("a opens until %v, %v from now; want at most its longest wait, %v", until, until.Sub(w.clk.Now()), maxOwnWait)
 			}
-			// The record is rewritten to the bound: b, syncing later, agrees.
+			// The record keeps its content, its TTL bounded by a's longest
+			// wait: it expires, and b, syncing later, agrees on the bound.
+			if ttl := w.admin().PTTL(t.Context(), "test:open:svc").Val(); ttl <= 0 || ttl > maxOwnWait {
+				t.Fatalf("the far record's TTL is %v, want at most a's longest wait %v", ttl, maxOwnWait)
+			}
 			b.sync()
 			if !coord.Of(b.b).Window().Until.Equal(coord.Of(a.b).Window().Until) {
 				t.Errorf("b opens until %v, a until %v", coord.Of(b.b).Window().Until, coord.Of(a.b).Window().Until)

@@ -126,9 +126,11 @@ return 1
 // repairKey puts right one key that held what no instance writes: of
 // another type than want (or want "*": whatever it holds), it is deleted; a
 // hash of more than maxFields fields is deleted; a string still holding
-// found is replaced by put (PX px), or deleted when put is empty. It
-// returns 1 when it changed the key. Each repair is conditional, so that
-// it never undoes what another instance wrote since the key was read.
+// found is replaced by put (PX px), or deleted when put is empty, or, when
+// put is found, kept with its TTL cut to px if longer (PEXPIRE … LT; no
+// TTL counts as longer). It returns 1 when it changed the key. Each repair
+// is conditional, so that it never undoes what another instance wrote
+// since the key was read.
 //
 //	KEYS[1] the key; ARGV: want, found, put, px, maxFields
 var repairKey = redis.NewScript(`
@@ -141,6 +143,7 @@ if t == 'hash' then
   return 0
 end
 if ARGV[2] == '' or redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
+if ARGV[3] == ARGV[2] then return redis.call('PEXPIRE', KEYS[1], ARGV[4], 'LT') end
 if ARGV[3] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4]) end
 return 1
 `)

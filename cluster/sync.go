@@ -351,7 +351,8 @@ func (c *Cluster) apply1(r *read, now int64, fix []repair) []repair {
 
 // readOpen acts on the open record v of e's key: garbage is deleted, an
 // open ending past this instance's longest wait (and the clock skew) is
-// adopted up to that bound and rewritten to it. Called with syncMu held.
+// adopted up to that bound, and the record's TTL bounded by it. Called with
+// syncMu held.
 func (c *Cluster) readOpen(e *entry, key, v string, now int64, fix []repair) []repair {
 	if v == "" {
 		return fix // no open record
@@ -366,8 +367,12 @@ func (c *Cluster) readOpen(e *entry, key, v string, now int64, fix []repair) []r
 	if o.instance == c.o.instance {
 		return fix
 	}
-	if b, far := c.adopt(e, o, now); far {
-		fix = append(fix, repair{key: key, want: "string", found: v, put: b.encode(), px: b.until - now, why: "an open past the longest wait"})
+	if end, far := c.adopt(e, o, now); far {
+		// Its TTL bounded, its content kept: rewritten to this instance's
+		// bound, an end by this clock, it was over for the instances whose
+		// clocks run minutes ahead of this one's, and every pod that learns
+		// an open from the record did not open.
+		fix = append(fix, repair{key: key, want: "string", found: v, put: v, px: end - now, why: "an open past the longest wait"})
 	}
 	return fix
 }
