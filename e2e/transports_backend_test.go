@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -43,11 +44,21 @@ const (
 	aPushbackLong           // aPushback asking for a wait past the call's deadline
 	aUnavailableWait        // UNAVAILABLE with grpc-retry-pushback-ms / 503 with Retry-After
 	aSlow                   // OK, after slowAnswer: a slow call for the breaker
+	aBadGateway             // UNAVAILABLE / 502: a gateway that could not reach its upstream
+	aGatewayTimeout         // DEADLINE_EXCEEDED sent by the server / 504: its upstream timed out
+	aUnknown                // UNKNOWN / 500
+	aDataLoss               // DATA_LOSS / 500
+	aExhausted              // RESOURCE_EXHAUSTED without pushback / 429 without Retry-After
+	aLate                   // OK, just after the per-attempt timeout fired
+	aAbort                  // the server drops the connection / the handler panics: a transport error
+	aCut                    // UNAVAILABLE's header, then the connection drops / 503 whose body breaks midway
+	aUnimplemented          // UNIMPLEMENTED / 501: a business answer, though a 5xx
 	nAnswers
 )
 
 var answerNames = [nAnswers]string{"ok", "not_found", "invalid", "unavailable", "internal", "hang", "pushback",
-	"relayed_open", "relayed_full", "relayed_limit", "pushback_long", "unavailable_wait", "slow"}
+	"relayed_open", "relayed_full", "relayed_limit", "pushback_long", "unavailable_wait", "slow", "bad_gateway",
+	"gateway_timeout", "unknown", "data_loss", "exhausted", "late", "abort", "cut", "unimplemented"}
 
 // slowAnswer is how long an aSlow answer takes: past the breaker's
 // slowCallDurationThreshold, within the per-attempt timeout (diffYAML),
@@ -57,10 +68,16 @@ var answerNames = [nAnswers]string{"ok", "not_found", "invalid", "unavailable", 
 // either order is right, and the two transports need not pick the same).
 const slowAnswer = 730 * time.Millisecond
 
+// lateAnswer is how long an aLate answer takes: a millisecond past the
+// per-attempt timeout (diffYAML), so that the answer is on its way when
+// the timeout has fired.
+const lateAnswer = time.Second + time.Millisecond
+
 // retryable reports whether the configuration (diffYAML) retries a.
 func (a answer) retryable() bool {
 	switch a {
-	case aUnavailable, aHang, aPushback, aPushbackLong, aUnavailableWait:
+	case aUnavailable, aHang, aPushback, aPushbackLong, aUnavailableWait, aBadGateway, aGatewayTimeout, aExhausted,
+		aLate, aAbort, aCut:
 		return true
 	}
 	return false
@@ -70,7 +87,10 @@ func (a answer) retryable() bool {
 func (a answer) class() string {
 	return [nAnswers]string{"ok", "business:NOT_FOUND", "business:INVALID_ARGUMENT", "failure:UNAVAILABLE",
 		"failure:INTERNAL", "failure:DEADLINE_EXCEEDED", "pushback:RESOURCE_EXHAUSTED", "relayed:CIRCUIT_OPEN",
-		"relayed:BULKHEAD_FULL", "relayed:RATE_LIMITED", "pushback:RESOURCE_EXHAUSTED", "failure:UNAVAILABLE", "ok"}[a]
+		"relayed:BULKHEAD_FULL", "relayed:RATE_LIMITED", "pushback:RESOURCE_EXHAUSTED", "failure:UNAVAILABLE", "ok",
+		"failure:UNAVAILABLE", "failure:DEADLINE_EXCEEDED", "failure:UNKNOWN", "failure:DATA_LOSS",
+		"pushback:RESOURCE_EXHAUSTED", "failure:DEADLINE_EXCEEDED", "failure:UNAVAILABLE", "failure:UNAVAILABLE",
+		"business:UNIMPLEMENTED"}[a]
 }
 
 func (a answer) String() string { return answerNames[a] }
@@ -86,8 +106,16 @@ const (
 // The messages of the business answers, which must reach the caller
 // unchanged.
 const (
-	msgNotFound = "no such item"
-	msgInvalid  = "bad item id"
+	msgNotFound      = "no such item"
+	msgInvalid       = "bad item id"
+	msgUnimplemented = "no such verb here"
+)
+
+// The messages of the answers HTTP writes as a 500 and gRPC as UNKNOWN or
+// DATA_LOSS: an HTTP caller tells them apart by the body only.
+const (
+	msgUnknown  = "backend bug of an unknown kind"
+	msgDataLoss = "backend lost the item"
 )
 
 // wait is the pushback a asks for, in seconds.
@@ -157,6 +185,72 @@ type backend struct {
 	// handlers counts the handlers running: the servers' Stop and Close
 	// do not wait for them, the bubble must.
 	handlers sync.WaitGroup
+	// conns are the connections the gRPC server accepted (aAbort drops
+	// them).
+	conns []net.Conn
+	// aborted are the HTTP attempts (attemptHeader) the handler aborted;
+	// resends counts net/http's own resends of them.
+	aborted map[string]bool
+	resends int
+}
+
+// resent reports whether the HTTP request r is net/http's own resend of an
+// attempt the handler aborted, and counts it if so. http.Transport sends an
+// idempotent request again, once, on a new connection, when the reused
+// connection it went on closes before any byte of a response; the attempt
+// is meshless's one attempt still (one outcome, no retry token, no backoff).
+// gRPC does no such thing for a call the server received. So the resend is
+// not counted as an attempt, takes no answer of the script, and is aborted
+// as the attempt it repeats: both transports' callers see one broken
+// attempt.
+func (b *backend) resent(r *http.Request) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if id := r.Header.Get(attemptHeader); b.aborted[id] {
+		b.resends++
+		return true
+	}
+	return false
+}
+
+// abort records that the handler aborts the HTTP attempt r.
+func (b *backend) abort(r *http.Request) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.aborted == nil {
+		b.aborted = map[string]bool{}
+	}
+	b.aborted[r.Header.Get(attemptHeader)] = true
+}
+
+// trackConns is lis, keeping the connections it accepts in b.
+func (b *backend) trackConns(lis net.Listener) net.Listener { return tracking{lis, b} }
+
+type tracking struct {
+	net.Listener
+	b *backend
+}
+
+func (l tracking) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.b.mu.Lock()
+		l.b.conns = append(l.b.conns, c)
+		l.b.mu.Unlock()
+	}
+	return c, err
+}
+
+// drop closes every connection the gRPC server accepted, as a server that
+// crashed mid-call does: the caller gets UNAVAILABLE, the status gRPC
+// gives a broken connection.
+func (b *backend) drop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.conns {
+		_ = c.Close()
+	}
+	b.conns = nil
 }
 
 func newBackend(steps []step) *backend {
@@ -201,6 +295,9 @@ func (b *backend) countUnary(ctx context.Context, req any, _ *grpc.UnaryServerIn
 // shedding.
 func (b *backend) countHTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b.resent(r) {
+			panic(http.ErrAbortHandler)
+		}
 		b.arrive()
 		next.ServeHTTP(w, r)
 	})
@@ -230,14 +327,29 @@ func (g grpcBackend) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (
 	case aSlow:
 		time.Sleep(slowAnswer) // the bubble's clock: a slow backend
 		return &testgrpc.SimpleResponse{}, nil
+	case aLate:
+		time.Sleep(lateAnswer) // the bubble's clock: past the attempt's timeout
+		return &testgrpc.SimpleResponse{}, nil
 	case aNotFound:
 		return nil, status.Error(codes.NotFound, msgNotFound)
 	case aInvalid:
 		return nil, status.Error(codes.InvalidArgument, msgInvalid)
+	case aUnimplemented:
+		return nil, status.Error(codes.Unimplemented, msgUnimplemented)
 	case aUnavailable:
 		return nil, status.Error(codes.Unavailable, "backend down")
 	case aInternal:
 		return nil, status.Error(codes.Internal, "backend bug")
+	case aBadGateway:
+		return nil, status.Error(codes.Unavailable, "bad gateway")
+	case aGatewayTimeout:
+		return nil, status.Error(codes.DeadlineExceeded, "upstream timed out")
+	case aUnknown:
+		return nil, status.Error(codes.Unknown, msgUnknown)
+	case aDataLoss:
+		return nil, status.Error(codes.DataLoss, msgDataLoss)
+	case aExhausted:
+		return nil, status.Error(codes.ResourceExhausted, "quota exceeded")
 	case aHang:
 		hang(ctx)
 		return nil, status.FromContextError(ctx.Err()).Err()
@@ -247,6 +359,13 @@ func (g grpcBackend) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (
 	case aUnavailableWait:
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(grpcmw.PushbackTrailer, strconv.Itoa(a.wait()*1000)))
 		return nil, status.Error(codes.Unavailable, "backend down")
+	case aAbort:
+		g.b.drop()
+		return nil, status.Error(codes.Internal, "not sent: the connection is gone")
+	case aCut:
+		_ = grpc.SendHeader(ctx, metadata.Pairs("x-answer", "cut"))
+		g.b.drop()
+		return nil, status.Error(codes.Internal, "not sent: the connection is gone")
 	case aRelayedOpen:
 		return nil, relayedStatus(resilience.KindCircuitBreaker)
 	case aRelayedFull:
@@ -285,14 +404,29 @@ func httpBackend(b *backend) http.HandlerFunc {
 		case aSlow:
 			time.Sleep(slowAnswer) // the bubble's clock: a slow backend
 			answer(http.StatusOK, "ok")
+		case aLate:
+			time.Sleep(lateAnswer) // the bubble's clock: past the attempt's timeout
+			answer(http.StatusOK, "ok")
 		case aNotFound:
 			answer(http.StatusNotFound, msgNotFound)
 		case aInvalid:
 			answer(http.StatusBadRequest, msgInvalid)
+		case aUnimplemented:
+			answer(http.StatusNotImplemented, msgUnimplemented)
 		case aUnavailable:
 			answer(http.StatusServiceUnavailable, "backend down")
 		case aInternal:
 			answer(http.StatusInternalServerError, "backend bug")
+		case aBadGateway:
+			answer(http.StatusBadGateway, "bad gateway")
+		case aGatewayTimeout:
+			answer(http.StatusGatewayTimeout, "upstream timed out")
+		case aUnknown:
+			answer(http.StatusInternalServerError, msgUnknown)
+		case aDataLoss:
+			answer(http.StatusInternalServerError, msgDataLoss)
+		case aExhausted:
+			answer(http.StatusTooManyRequests, "quota exceeded")
 		case aHang:
 			hang(r.Context())
 		case aPushback, aPushbackLong:
@@ -301,6 +435,14 @@ func httpBackend(b *backend) http.HandlerFunc {
 		case aUnavailableWait:
 			w.Header().Set("Retry-After", strconv.Itoa(a.wait()))
 			answer(http.StatusServiceUnavailable, "backend down")
+		case aAbort:
+			b.abort(r)
+			panic(http.ErrAbortHandler) // net/http closes the connection, with no response
+		case aCut:
+			w.Header().Set("Content-Length", "64")
+			answer(http.StatusServiceUnavailable, "backend d")
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the body ends 55 bytes short
 		case aRelayedOpen:
 			relayedResponse(w, resilience.KindCircuitBreaker)
 		case aRelayedFull:

@@ -13,8 +13,10 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,6 +53,7 @@ type run struct {
 	transitions []string  // the breaker's transitions, each with its time since the start
 	metrics     map[string]int64
 	state       string // the breaker's state at the end
+	resends     int    // HTTP: net/http's own resends of aborted attempts (backend.resent)
 }
 
 // playFunc plays steps through one transport with the configuration yml.
@@ -202,7 +205,7 @@ func playGRPCWith(t *testing.T, su setup, steps []step) (out run) {
 		srv := grpc.NewServer(opts...)
 		testgrpc.RegisterTestServiceServer(srv, grpcBackend{b: b})
 		served := make(chan struct{})
-		go func() { defer close(served); _ = srv.Serve(lis) }()
+		go func() { defer close(served); _ = srv.Serve(b.trackConns(lis)) }()
 		defer func() { srv.Stop(); <-served }()
 		cfg, err := grpcmw.ParseConfig([]byte(su.yml))
 		if err != nil {
@@ -267,13 +270,13 @@ func grpcClass(err error) string {
 	}
 	st, _ := status.FromError(err)
 	switch st.Code() {
-	case codes.NotFound, codes.InvalidArgument:
+	case codes.NotFound, codes.InvalidArgument, codes.Unimplemented:
 		return business(st.Code().String(), st.Message())
 	case codes.ResourceExhausted:
 		return "pushback:RESOURCE_EXHAUSTED"
 	case codes.Canceled:
 		return "cancelled"
-	case codes.Unavailable, codes.Internal, codes.DeadlineExceeded:
+	case codes.Unavailable, codes.Internal, codes.DeadlineExceeded, codes.Unknown, codes.DataLoss:
 		return "failure:" + strings.ToUpper(codeName(st.Code()))
 	}
 	return "unexpected:" + err.Error()
@@ -287,6 +290,8 @@ func codeName(c codes.Code) string {
 		return "NOT_FOUND"
 	case codes.InvalidArgument:
 		return "INVALID_ARGUMENT"
+	case codes.DataLoss:
+		return "DATA_LOSS"
 	}
 	return c.String()
 }
@@ -294,9 +299,9 @@ func codeName(c codes.Code) string {
 // business names a business answer, checking that its message reached the
 // caller unchanged.
 func business(code, msg string) string {
-	want := map[string]string{"NotFound": msgNotFound, "InvalidArgument": msgInvalid,
-		"NOT_FOUND": msgNotFound, "INVALID_ARGUMENT": msgInvalid}[code]
-	name := map[string]string{"NotFound": "NOT_FOUND", "InvalidArgument": "INVALID_ARGUMENT"}[code]
+	want := map[string]string{"NotFound": msgNotFound, "InvalidArgument": msgInvalid, "Unimplemented": msgUnimplemented,
+		"NOT_FOUND": msgNotFound, "INVALID_ARGUMENT": msgInvalid, "UNIMPLEMENTED": msgUnimplemented}[code]
+	name := map[string]string{"NotFound": "NOT_FOUND", "InvalidArgument": "INVALID_ARGUMENT", "Unimplemented": "UNIMPLEMENTED"}[code]
 	if name == "" {
 		name = code
 	}
@@ -352,7 +357,7 @@ func playHTTPWith(t *testing.T, su setup, steps []step) (out run) {
 			t.Fatal(err)
 		}
 		defer chain.Close()
-		client := chain.Client(tr)
+		client := chain.Client(&stamp{rt: tr})
 		play(t, "HTTP", b, rec, steps, chain.Throttle(), func(ctx context.Context) string {
 			req, err := http.NewRequestWithContext(ctx, method, "http://"+httpHost+"/item/7", nil)
 			if err != nil {
@@ -363,11 +368,28 @@ func playHTTPWith(t *testing.T, su setup, steps []step) (out run) {
 		}, &out)
 		b.handlers.Wait()
 		rec.finish(t, start, &out)
+		out.resends = b.resends
 		if cb, ok := chain.Breaker(httpHost); ok {
 			out.state = cb.State().String()
 		}
 	})
 	return out
+}
+
+// stamp, below the chain, gives each attempt an attemptHeader of its own,
+// so that the backend tells net/http's own resend of a request (see
+// httpBackend) from an attempt of meshless's.
+type stamp struct {
+	rt http.RoundTripper
+	n  atomic.Int64
+}
+
+const attemptHeader = "X-Test-Attempt"
+
+func (s *stamp) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(attemptHeader, strconv.FormatInt(s.n.Add(1), 10))
+	return s.rt.RoundTrip(r)
 }
 
 // httpClass names what an HTTP caller got, in gRPC's words, and closes the
@@ -380,6 +402,9 @@ func httpClass(resp *http.Response, err error) string {
 		if errors.Is(err, context.Canceled) {
 			return "cancelled"
 		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return "failure:UNAVAILABLE" // a broken connection, in gRPC's words
+		}
 		var te interface{ Timeout() bool }
 		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout() {
 			return "failure:DEADLINE_EXCEEDED"
@@ -388,6 +413,9 @@ func httpClass(resp *http.Response, err error) string {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
+	if err != nil && resp.StatusCode == http.StatusServiceUnavailable && errors.Is(err, io.ErrUnexpectedEOF) {
+		return "failure:UNAVAILABLE" // the status came, its body broke
+	}
 	if err != nil {
 		return "unexpected: reading the body: " + err.Error()
 	}
@@ -401,11 +429,23 @@ func httpClass(resp *http.Response, err error) string {
 		return business("NOT_FOUND", string(body))
 	case http.StatusBadRequest:
 		return business("INVALID_ARGUMENT", string(body))
+	case http.StatusNotImplemented:
+		return business("UNIMPLEMENTED", string(body))
 	case http.StatusTooManyRequests:
 		return "pushback:RESOURCE_EXHAUSTED"
-	case http.StatusServiceUnavailable:
+	case http.StatusServiceUnavailable, http.StatusBadGateway:
 		return "failure:UNAVAILABLE"
+	case http.StatusGatewayTimeout:
+		return "failure:DEADLINE_EXCEEDED"
 	case http.StatusInternalServerError:
+		// One status for gRPC's three: the body, which must reach the
+		// caller unchanged, tells them apart.
+		switch string(body) {
+		case msgUnknown:
+			return "failure:UNKNOWN"
+		case msgDataLoss:
+			return "failure:DATA_LOSS"
+		}
 		return "failure:INTERNAL"
 	}
 	return fmt.Sprintf("unexpected: status %d", resp.StatusCode)
