@@ -53,12 +53,13 @@ const (
 	aAbort                  // the server drops the connection / the handler panics: a transport error
 	aCut                    // UNAVAILABLE's header, then the connection drops / 503 whose body breaks midway
 	aUnimplemented          // UNIMPLEMENTED / 501: a business answer, though a 5xx
+	aPushbackNow            // aPushback asking for no wait: grpc-retry-pushback-ms 0 / Retry-After 0
 	nAnswers
 )
 
 var answerNames = [nAnswers]string{"ok", "not_found", "invalid", "unavailable", "internal", "hang", "pushback",
 	"relayed_open", "relayed_full", "relayed_limit", "pushback_long", "unavailable_wait", "slow", "bad_gateway",
-	"gateway_timeout", "unknown", "data_loss", "exhausted", "late", "abort", "cut", "unimplemented"}
+	"gateway_timeout", "unknown", "data_loss", "exhausted", "late", "abort", "cut", "unimplemented", "pushback_now"}
 
 // slowAnswer is how long an aSlow answer takes: past the breaker's
 // slowCallDurationThreshold, within the per-attempt timeout (diffYAML),
@@ -77,7 +78,7 @@ const lateAnswer = time.Second + time.Millisecond
 func (a answer) retryable() bool {
 	switch a {
 	case aUnavailable, aHang, aPushback, aPushbackLong, aUnavailableWait, aBadGateway, aGatewayTimeout, aExhausted,
-		aLate, aAbort, aCut:
+		aLate, aAbort, aCut, aPushbackNow:
 		return true
 	}
 	return false
@@ -90,7 +91,7 @@ func (a answer) class() string {
 		"relayed:BULKHEAD_FULL", "relayed:RATE_LIMITED", "pushback:RESOURCE_EXHAUSTED", "failure:UNAVAILABLE", "ok",
 		"failure:UNAVAILABLE", "failure:DEADLINE_EXCEEDED", "failure:UNKNOWN", "failure:DATA_LOSS",
 		"pushback:RESOURCE_EXHAUSTED", "failure:DEADLINE_EXCEEDED", "failure:UNAVAILABLE", "failure:UNAVAILABLE",
-		"business:UNIMPLEMENTED"}[a]
+		"business:UNIMPLEMENTED", "pushback:RESOURCE_EXHAUSTED"}[a]
 }
 
 func (a answer) String() string { return answerNames[a] }
@@ -120,8 +121,11 @@ const (
 
 // wait is the pushback a asks for, in seconds.
 func (a answer) wait() int {
-	if a == aPushbackLong {
+	switch a {
+	case aPushbackLong:
 		return pushbackLongSeconds
+	case aPushbackNow:
+		return 0
 	}
 	return pushbackSeconds
 }
@@ -353,7 +357,7 @@ func (g grpcBackend) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (
 	case aHang:
 		hang(ctx)
 		return nil, status.FromContextError(ctx.Err()).Err()
-	case aPushback, aPushbackLong:
+	case aPushback, aPushbackLong, aPushbackNow:
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(grpcmw.PushbackTrailer, strconv.Itoa(a.wait()*1000)))
 		return nil, status.Error(codes.ResourceExhausted, "slow down")
 	case aUnavailableWait:
@@ -429,7 +433,7 @@ func httpBackend(b *backend) http.HandlerFunc {
 			answer(http.StatusTooManyRequests, "quota exceeded")
 		case aHang:
 			hang(r.Context())
-		case aPushback, aPushbackLong:
+		case aPushback, aPushbackLong, aPushbackNow:
 			w.Header().Set("Retry-After", strconv.Itoa(a.wait()))
 			answer(http.StatusTooManyRequests, "slow down")
 		case aUnavailableWait:

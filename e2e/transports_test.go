@@ -174,12 +174,58 @@ func checkRun(t *testing.T, name string, steps []step, r run, observe bool) {
 		case c != answer(k-1).class():
 			why = fmt.Sprintf("attempt %d's answer was %v (%s)", k, answer(k-1), answer(k-1).class())
 		}
+		if why == "" && !observe {
+			why = checkOutcomes(s, k, c, r.outcomes[i])
+		}
 		if why != "" {
 			if bad++; bad <= 10 {
 				t.Errorf("%s: call %d (%v): %s after %d attempts: %s", name, i, s, c, k, why)
 			}
 		}
 	}
+}
+
+// outcome is what the breaker counts an attempt that got a as
+// (docs/concepts.md, What counts as a failure; docs/http.md,
+// Classification): a relayed CIRCUIT_OPEN says the backend cannot serve,
+// a relayed BULKHEAD_FULL or RATE_LIMITED says nothing of its health.
+func (a answer) outcome() string {
+	switch a {
+	case aOK, aSlow, aNotFound, aInvalid, aUnimplemented, aPushback, aPushbackLong, aPushbackNow, aExhausted:
+		return "success"
+	case aRelayedFull, aRelayedLimit:
+		return "ignored"
+	}
+	return "failure"
+}
+
+// checkOutcomes holds the breaker's outcomes of a call's k attempts to
+// what each attempt's answer counts as; the last one is left out when the
+// caller's own deadline or cancel may have cut it. Rejections are no
+// attempts: the breaker's own ("rejected"), and the one a gate after it
+// made ("ignored", the call's last).
+func checkOutcomes(s step, k int, class, outcomes string) string {
+	var got []string
+	for _, o := range strings.Fields(outcomes) {
+		if o != "rejected" {
+			got = append(got, strings.TrimSuffix(o, "(slow)"))
+		}
+	}
+	if strings.HasPrefix(class, "rejected:") && class != "rejected:CIRCUIT_OPEN" && len(got) > 0 {
+		got = got[:len(got)-1]
+	}
+	if len(got) != k {
+		return fmt.Sprintf("the breaker heard %d attempts [%s]", len(got), outcomes)
+	}
+	if s.deadline != 0 || s.cancel != 0 {
+		k--
+	}
+	for j := range max(k, 0) {
+		if a := s.answers[min(j, len(s.answers)-1)]; got[j] != a.outcome() {
+			return fmt.Sprintf("attempt %d's answer, %v, counted as %s, not %s", j+1, a, got[j], a.outcome())
+		}
+	}
+	return ""
 }
 
 func union(a, b map[string]int64) []string {
@@ -275,6 +321,8 @@ var diffTable = []struct {
 		calls(1, aGatewayTimeout, aBadGateway, aNotFound))},
 	{"exhausted without pushback", script(calls(1, aExhausted, aExhausted, aOK), calls(1, aExhausted),
 		calls(1, aExhausted, aPushback, aExhausted))},
+	{"a pushback of no wait", script(calls(1, aPushbackNow, aOK), calls(1, aPushbackNow, aPushbackNow, aPushbackNow),
+		calls(1, aPushbackNow, aExhausted, aOK))},
 	{"late answers", script(calls(1, aLate, aOK), calls(3, aOK), calls(1, aLate, aLate, aLate), calls(3, aOK),
 		calls(1, aLate, aUnavailable, aLate), calls(5, aOK), calls(4, aLate), calls(1, aOK))},
 	{"business answers close a half-open breaker", halfOpenBusiness},
@@ -330,7 +378,8 @@ func TestTransportsAgree(t *testing.T) {
 func generate(seed uint64, n int) []step {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	healthy := []answer{aOK, aOK, aOK, aOK, aOK, aOK, aSlow, aNotFound, aInvalid, aUnavailable, aPushback, aUnavailableWait,
-		aRelayedFull, aRelayedLimit, aPushbackLong, aExhausted, aOK, aOK, aUnimplemented}
+		aRelayedFull, aRelayedLimit, aPushbackLong, aExhausted, aOK, aOK, aUnimplemented,
+		aPushbackNow}
 	outage := []answer{aUnavailable, aInternal, aHang, aUnavailable, aOK, aOK, aSlow, aSlow, aRelayedOpen, aUnavailableWait,
 		aBadGateway, aGatewayTimeout, aUnknown, aDataLoss, aLate, aNotFound, aNotFound, aAbort, aCut, aUnimplemented}
 	steps := make([]step, n)
