@@ -54,12 +54,13 @@ const (
 	aCut                    // UNAVAILABLE's header, then the connection drops / 503 whose body breaks midway
 	aUnimplemented          // UNIMPLEMENTED / 501: a business answer, though a 5xx
 	aPushbackNow            // aPushback asking for no wait: grpc-retry-pushback-ms 0 / Retry-After 0
+	aCancelled              // CANCELLED sent by the server / 499: the backend's own caller gave up
 	nAnswers
 )
 
 var answerNames = [nAnswers]string{"ok", "not_found", "invalid", "unavailable", "internal", "hang", "pushback",
 	"relayed_open", "relayed_full", "relayed_limit", "pushback_long", "unavailable_wait", "slow", "bad_gateway",
-	"gateway_timeout", "unknown", "data_loss", "exhausted", "late", "abort", "cut", "unimplemented", "pushback_now"}
+	"gateway_timeout", "unknown", "data_loss", "exhausted", "late", "abort", "cut", "unimplemented", "pushback_now", "cancelled"}
 
 // slowAnswer is how long an aSlow answer takes: past the breaker's
 // slowCallDurationThreshold, within the per-attempt timeout (diffYAML),
@@ -91,7 +92,7 @@ func (a answer) class() string {
 		"relayed:BULKHEAD_FULL", "relayed:RATE_LIMITED", "pushback:RESOURCE_EXHAUSTED", "failure:UNAVAILABLE", "ok",
 		"failure:UNAVAILABLE", "failure:DEADLINE_EXCEEDED", "failure:UNKNOWN", "failure:DATA_LOSS",
 		"pushback:RESOURCE_EXHAUSTED", "failure:DEADLINE_EXCEEDED", "failure:UNAVAILABLE", "failure:UNAVAILABLE",
-		"business:UNIMPLEMENTED", "pushback:RESOURCE_EXHAUSTED"}[a]
+		"business:UNIMPLEMENTED", "pushback:RESOURCE_EXHAUSTED", "cancelled"}[a]
 }
 
 func (a answer) String() string { return answerNames[a] }
@@ -340,6 +341,8 @@ func (g grpcBackend) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (
 		return nil, status.Error(codes.InvalidArgument, msgInvalid)
 	case aUnimplemented:
 		return nil, status.Error(codes.Unimplemented, msgUnimplemented)
+	case aCancelled:
+		return nil, status.Error(codes.Canceled, "gave up upstream")
 	case aUnavailable:
 		return nil, status.Error(codes.Unavailable, "backend down")
 	case aInternal:
@@ -417,6 +420,8 @@ func httpBackend(b *backend) http.HandlerFunc {
 			answer(http.StatusBadRequest, msgInvalid)
 		case aUnimplemented:
 			answer(http.StatusNotImplemented, msgUnimplemented)
+		case aCancelled:
+			answer(499, "gave up upstream")
 		case aUnavailable:
 			answer(http.StatusServiceUnavailable, "backend down")
 		case aInternal:

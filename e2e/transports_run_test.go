@@ -433,6 +433,8 @@ func httpClass(resp *http.Response, err error) string {
 		return business("UNIMPLEMENTED", string(body))
 	case http.StatusTooManyRequests:
 		return "pushback:RESOURCE_EXHAUSTED"
+	case 499: // nginx's Client Closed Request, gRPC's CANCELLED (docs/configuration.md, hosts)
+		return "cancelled"
 	case http.StatusServiceUnavailable, http.StatusBadGateway:
 		return "failure:UNAVAILABLE"
 	case http.StatusGatewayTimeout:

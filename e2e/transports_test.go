@@ -193,7 +193,7 @@ func (a answer) outcome() string {
 	switch a {
 	case aOK, aSlow, aNotFound, aInvalid, aUnimplemented, aPushback, aPushbackLong, aPushbackNow, aExhausted:
 		return "success"
-	case aRelayedFull, aRelayedLimit:
+	case aRelayedFull, aRelayedLimit, aCancelled:
 		return "ignored"
 	}
 	return "failure"
@@ -321,6 +321,7 @@ var diffTable = []struct {
 		calls(1, aGatewayTimeout, aBadGateway, aNotFound))},
 	{"exhausted without pushback", script(calls(1, aExhausted, aExhausted, aOK), calls(1, aExhausted),
 		calls(1, aExhausted, aPushback, aExhausted))},
+	{"the backend's caller gave up", script(calls(6, aCancelled), calls(1, aCancelled, aOK), calls(1, aOK))},
 	{"a pushback of no wait", script(calls(1, aPushbackNow, aOK), calls(1, aPushbackNow, aPushbackNow, aPushbackNow),
 		calls(1, aPushbackNow, aExhausted, aOK))},
 	{"late answers", script(calls(1, aLate, aOK), calls(3, aOK), calls(1, aLate, aLate, aLate), calls(3, aOK),
@@ -379,7 +380,7 @@ func generate(seed uint64, n int) []step {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	healthy := []answer{aOK, aOK, aOK, aOK, aOK, aOK, aSlow, aNotFound, aInvalid, aUnavailable, aPushback, aUnavailableWait,
 		aRelayedFull, aRelayedLimit, aPushbackLong, aExhausted, aOK, aOK, aUnimplemented,
-		aPushbackNow}
+		aPushbackNow, aCancelled}
 	outage := []answer{aUnavailable, aInternal, aHang, aUnavailable, aOK, aOK, aSlow, aSlow, aRelayedOpen, aUnavailableWait,
 		aBadGateway, aGatewayTimeout, aUnknown, aDataLoss, aLate, aNotFound, aNotFound, aAbort, aCut, aUnimplemented}
 	steps := make([]step, n)

@@ -114,6 +114,12 @@ defaults:
   rateLimiter: { limitForPeriod: 3, limitRefreshPeriod: 1s }
 `
 
+// diffBulkheadOfOneYAML is a server that serves one call at a time.
+const diffBulkheadOfOneYAML = `
+defaults:
+  bulkhead: { maxConcurrentCalls: 1 }
+`
+
 func TestTransportsAgreeBehindASheddingServer(t *testing.T) {
 	t.Run("table", func(t *testing.T) {
 		compareSetup(t, setup{yml: diffYAML, serverYML: diffShedYAML}, script(
@@ -121,6 +127,13 @@ func TestTransportsAgreeBehindASheddingServer(t *testing.T) {
 			after(time.Second+time.Microsecond, calls(1, aUnavailable, aUnavailable, aOK)), calls(1, aOK),
 			calls(1, aOK)), false)
 	})
+	// A server bulkhead of one: a permit that a handler's abort (a panic
+	// over HTTP) kept would turn every later call into BULKHEAD_FULL.
+	for _, seed := range seeds(t, 31, 32, 33) {
+		t.Run(fmt.Sprint("bulkhead of one/seed ", seed), func(t *testing.T) {
+			compareSetup(t, setup{yml: diffYAML, serverYML: diffBulkheadOfOneYAML}, generate(seed, 200), false)
+		})
+	}
 	// Seed 21 holds a half-open probe whose 19 ms deadline passes on a slow
 	// answer: the breaker's record of it must be in by the time the call
 	// returns, in both transports.
