@@ -55,12 +55,17 @@ const (
 	aUnimplemented          // UNIMPLEMENTED / 501: a business answer, though a 5xx
 	aPushbackNow            // aPushback asking for no wait: grpc-retry-pushback-ms 0 / Retry-After 0
 	aCancelled              // CANCELLED sent by the server / 499: the backend's own caller gave up
+	// The answers below differ by design, and are not drawn at random
+	// (TestAResponseIsOneCallAsLongAsItsHeaderOverHTTPOnly).
+	aLateBody // the header at once, the reply (the body) past the per-attempt timeout
+	aOKCut    // OK's header, then the connection drops / a 200 whose body breaks midway
 	nAnswers
 )
 
 var answerNames = [nAnswers]string{"ok", "not_found", "invalid", "unavailable", "internal", "hang", "pushback",
 	"relayed_open", "relayed_full", "relayed_limit", "pushback_long", "unavailable_wait", "slow", "bad_gateway",
-	"gateway_timeout", "unknown", "data_loss", "exhausted", "late", "abort", "cut", "unimplemented", "pushback_now", "cancelled"}
+	"gateway_timeout", "unknown", "data_loss", "exhausted", "late", "abort", "cut", "unimplemented", "pushback_now", "cancelled", "late_body",
+	"ok_cut"}
 
 // slowAnswer is how long an aSlow answer takes: past the breaker's
 // slowCallDurationThreshold, within the per-attempt timeout (diffYAML),
@@ -92,7 +97,7 @@ func (a answer) class() string {
 		"relayed:BULKHEAD_FULL", "relayed:RATE_LIMITED", "pushback:RESOURCE_EXHAUSTED", "failure:UNAVAILABLE", "ok",
 		"failure:UNAVAILABLE", "failure:DEADLINE_EXCEEDED", "failure:UNKNOWN", "failure:DATA_LOSS",
 		"pushback:RESOURCE_EXHAUSTED", "failure:DEADLINE_EXCEEDED", "failure:UNAVAILABLE", "failure:UNAVAILABLE",
-		"business:UNIMPLEMENTED", "pushback:RESOURCE_EXHAUSTED", "cancelled"}[a]
+		"business:UNIMPLEMENTED", "pushback:RESOURCE_EXHAUSTED", "cancelled", "", ""}[a]
 }
 
 func (a answer) String() string { return answerNames[a] }
@@ -373,6 +378,14 @@ func (g grpcBackend) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (
 		_ = grpc.SendHeader(ctx, metadata.Pairs("x-answer", "cut"))
 		g.b.drop()
 		return nil, status.Error(codes.Internal, "not sent: the connection is gone")
+	case aOKCut:
+		_ = grpc.SendHeader(ctx, metadata.Pairs("x-answer", "cut"))
+		g.b.drop()
+		return &testgrpc.SimpleResponse{}, nil // not sent: the connection is gone
+	case aLateBody:
+		_ = grpc.SendHeader(ctx, metadata.Pairs("x-answer", "late"))
+		time.Sleep(lateAnswer) // the bubble's clock: past the attempt's timeout
+		return &testgrpc.SimpleResponse{}, nil
 	case aRelayedOpen:
 		return nil, relayedStatus(resilience.KindCircuitBreaker)
 	case aRelayedFull:
@@ -452,6 +465,16 @@ func httpBackend(b *backend) http.HandlerFunc {
 			answer(http.StatusServiceUnavailable, "backend d")
 			w.(http.Flusher).Flush()
 			panic(http.ErrAbortHandler) // the body ends 55 bytes short
+		case aOKCut:
+			w.Header().Set("Content-Length", "64")
+			answer(http.StatusOK, "o")
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the body ends 63 bytes short
+		case aLateBody:
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			time.Sleep(lateAnswer)  // the bubble's clock: past the attempt's timeout
+			io.WriteString(w, "ok") //nolint:errcheck
 		case aRelayedOpen:
 			relayedResponse(w, resilience.KindCircuitBreaker)
 		case aRelayedFull:

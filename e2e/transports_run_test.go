@@ -413,8 +413,13 @@ func httpClass(resp *http.Response, err error) string {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil && resp.StatusCode == http.StatusServiceUnavailable && errors.Is(err, io.ErrUnexpectedEOF) {
-		return "failure:UNAVAILABLE" // the status came, its body broke
+	if err != nil && errors.Is(err, io.ErrUnexpectedEOF) {
+		switch resp.StatusCode { // the status came, its body broke
+		case http.StatusServiceUnavailable:
+			return "failure:UNAVAILABLE"
+		case http.StatusOK:
+			return "ok, its body cut short"
+		}
 	}
 	if err != nil {
 		return "unexpected: reading the body: " + err.Error()

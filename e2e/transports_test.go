@@ -464,6 +464,32 @@ func TestATimedOutAttemptIsRetriedOverHTTPOnly(t *testing.T) {
 	}
 }
 
+// An HTTP call is as long as its response's header: the timeouts bound the
+// wait for the header, and the breaker's outcome is made at it; the body
+// is read afterwards, under the request's own context (docs/http.md, The
+// order). A gRPC unary call ends with its reply. So a reply that comes past
+// the per-attempt timeout after a header that came at once is a timeout
+// over gRPC (a failure, retried) and a success over HTTP, its body read
+// whole; and a connection that drops after OK's header is UNAVAILABLE over
+// gRPC (a failure, retried) and over HTTP a success whose body the caller
+// finds cut short.
+func TestAResponseIsOneCallAsLongAsItsHeaderOverHTTPOnly(t *testing.T) {
+	steps := script(calls(1, aLateBody, aOK), calls(3, aOK), calls(1, aOKCut, aOK))
+	g, h := playGRPC(t, diffYAML, steps), playHTTP(t, diffYAML, steps)
+	for i, want := range map[int][2]string{0: {"failure", "ok"}, 4: {"failure", "ok"}} {
+		if g.classes[i] != want[1] || g.attempts[i] != 2 || !strings.HasPrefix(g.outcomes[i], want[0]) {
+			t.Errorf("gRPC call %d (%v): %s after %d attempts, breaker [%s]; want ok after 2, the first a failure",
+				i, steps[i], g.classes[i], g.attempts[i], g.outcomes[i])
+		}
+	}
+	for i, want := range map[int]string{0: "ok", 4: "ok, its body cut short"} {
+		if h.classes[i] != want || h.attempts[i] != 1 || h.outcomes[i] != "success" {
+			t.Errorf("HTTP call %d (%v): %s after %d attempts, breaker [%s]; want %s after 1, a success",
+				i, steps[i], h.classes[i], h.attempts[i], h.outcomes[i], want)
+		}
+	}
+}
+
 // A POST is sent once, whatever retryableStatusCodes says: "Retries go only
 // to idempotent methods … or requests with an Idempotency-Key header"
 // (docs/configuration.md, hosts (HTTP); docs/http.md, Retries, bodies and
