@@ -234,11 +234,33 @@ func openKey(root *bolt.Bucket, key string, create bool) (*keyBucket, error) {
 	k.nw, ok1 = counter(b.Get(nWaiting))
 	k.np, ok2 = counter(b.Get(nParked))
 	k.bytes, ok3 = counter(b.Get(nBytes))
-	if !ok1 || !ok2 || !ok3 {
+	if !ok1 || !ok2 || !ok3 || !k.plausible() {
 		k.recount()
 	}
 	return k, nil
 }
+
+// plausible reports whether the counters can be the entries': within the
+// bounds of any configuration and of the entries' encoded sizes, and zero
+// exactly when their state holds no entry. Well-formed counters that the
+// entries deny (a hostile file's, or ones that drifted) would otherwise
+// be trusted for good: a key full forever, gauges that say 2^40. A check
+// of each bucket's first entry, not a count: counters that are high but
+// plausible are rebuilt, at the latest, when their state empties.
+func (k *keyBucket) plausible() bool {
+	n := k.nw + k.np
+	if k.nw > deadletter.MaxMaxEntries || k.np > deadletter.MaxMaxEntries ||
+		k.bytes > deadletter.MaxMaxBytes || k.bytes > n*maxEntryBytes {
+		return false
+	}
+	w, _ := k.waiting.Cursor().First()
+	p, _ := k.parked.Cursor().First()
+	return (k.nw == 0) == (w == nil) && (k.np == 0) == (p == nil)
+}
+
+// maxEntryBytes bounds one encoded entry: above the sum of an entry's
+// bounds (package deadletter's Max... constants).
+const maxEntryBytes = 17 << 20
 
 func counter(v []byte) (int64, bool) {
 	if len(v) != 8 {
