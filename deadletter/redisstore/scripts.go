@@ -36,10 +36,14 @@ local function blob(fields)
   return nil
 end
 -- bytes returns the hash's byte counter, rebuilt from both streams when it
--- is missing, not a number or negative.
+-- is missing, not a whole number, negative, or above what the streams'
+-- entries can weigh (17 MiB each): a counter that is wrong but
+-- well-formed ("inf", 1e300) would otherwise refuse every append while one
+-- entry is kept.
 local function bytes(w, p, m)
+  local n = redis.call('XLEN', w) + redis.call('XLEN', p)
   local b = tonumber(redis.call('HGET', m, 'bytes'))
-  if b and b >= 0 then return b end
+  if b and b == math.floor(b) and b >= 0 and b <= 17825792 * n then return b end
   b = 0
   for _, s in ipairs({w, p}) do
     local from = '-'
