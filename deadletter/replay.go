@@ -84,18 +84,23 @@ func (q *Queue) round(ks *keyState) time.Duration {
 		case !ok:
 			return q.interval
 		}
-		// An entry stamped more than maxAge ahead of the clock (a store's
-		// hostile or skewed content) could never expire: it is expired.
-		if age := q.clock.Now().Sub(e.Enqueued); age >= q.cfg.MaxAge || age <= -q.cfg.MaxAge {
-			if err := lease.Expire(ctx, e); err != nil {
-				q.logStoreError("cannot expire an entry", ks.key, err)
+		if q.tooOld(e) {
+			if !q.expire(ctx, ks, lease, e) {
 				return q.interval
 			}
-			q.emit(ks.key, EventExpired, 1)
 			continue
 		}
 		if !q.pace(ks) {
 			return q.interval
+		}
+		// Its turn can come after maxAge (a slow replayRate): then it is
+		// expired, not replayed, and the turn is given back.
+		if q.tooOld(e) {
+			ks.nextAt = ks.nextAt.Add(-q.period)
+			if !q.expire(ctx, ks, lease, e) {
+				return q.interval
+			}
+			continue
 		}
 		err = q.replay(ks, e)
 		switch {
@@ -134,6 +139,25 @@ func (q *Queue) round(ks *keyState) time.Duration {
 			return min(q.interval, failureBackoff<<max(0, min(n-1, 20)))
 		}
 	}
+}
+
+// tooOld reports whether e is past maxAge. An entry stamped more than
+// maxAge ahead of the clock (a store's hostile or skewed content) could
+// never expire: it is too old as well.
+func (q *Queue) tooOld(e Entry) bool {
+	age := q.clock.Now().Sub(e.Enqueued)
+	return age >= q.cfg.MaxAge || age <= -q.cfg.MaxAge
+}
+
+// expire removes e, too old to replay, and counts it; false when the store
+// failed (logged).
+func (q *Queue) expire(ctx context.Context, ks *keyState, lease Lease, e Entry) bool {
+	if err := lease.Expire(ctx, e); err != nil {
+		q.logStoreError("cannot expire an entry", ks.key, err)
+		return false
+	}
+	q.emit(ks.key, EventExpired, 1)
+	return true
 }
 
 // pace waits until ks may start its next replay (Config.ReplayRate), and
