@@ -1,8 +1,10 @@
 package boltstore_test
 
 import (
+	"context"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -62,5 +64,41 @@ func TestBoltCountersTheEntriesDenyAreRebuilt(t *testing.T) {
 				t.Errorf("a second entry under a bound of 10: %v", err)
 			}
 		})
+	}
+}
+
+// An entry whose failed replays are at the bound a decoder accepts (2^30: a
+// hostile file, or a count that only grew): its next failure parked it
+// with 2^30+1 written in, which no decoder accepts, so the parked entry
+// was unreadable: skipped by List, never found by Requeue or Purge by ID.
+// The Redis store clamps the count it reads. The count now stops at the
+// bound.
+func TestBoltAFailureAtTheBoundOfReplaysKeepsTheEntryReadable(t *testing.T) {
+	path := hostileFile(t, func(w *bolt.Bucket) error {
+		blob, err := deadletter.Entry{ID: "e1", Key: "k", Replays: 1 << 30, Enqueued: time.Now()}.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		return w.Put(seq(1), blob)
+	})
+	s := open(t, path)
+	l, err := s.Lease(t.Context(), "k", "o", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.WithoutCancel(t.Context()))
+	e, ok, err := l.Next(t.Context())
+	if err != nil || !ok {
+		t.Fatalf("Next: %v %v", ok, err)
+	}
+	if _, parked, err := l.Fail(t.Context(), e, 5); err != nil || !parked {
+		t.Fatalf("Fail: parked %v, %v", parked, err)
+	}
+	parked, err := s.List(t.Context(), "k", deadletter.Parked, "", 10)
+	if err != nil || len(parked) != 1 || parked[0].ID != "e1" {
+		t.Fatalf("parked %+v, %v: want e1, readable", parked, err)
+	}
+	if err := s.Requeue(t.Context(), "k", "e1", time.Now()); err != nil {
+		t.Fatalf("Requeue: %v", err)
 	}
 }

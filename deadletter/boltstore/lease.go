@@ -27,6 +27,11 @@ func (s *Store) Lease(_ context.Context, key, owner string, _ time.Duration) (de
 	return l, nil
 }
 
+// maxReplayCount is the most failed replays an entry's encoding carries
+// that its decoder accepts (a hostile file's count may be there already):
+// a count written past it would make the entry unreadable.
+const maxReplayCount = 1 << 30
+
 type lease struct {
 	s          *Store
 	key, owner string
@@ -150,7 +155,7 @@ func (l *lease) Fail(_ context.Context, e deadletter.Entry, maxReplays int) (int
 			return err
 		}
 		old := len(v)
-		cur.Replays++
+		cur.Replays = min(cur.Replays+1, maxReplayCount)
 		n = cur.Replays
 		blob, err := cur.MarshalBinary()
 		if err != nil {
