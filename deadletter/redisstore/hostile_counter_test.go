@@ -1,8 +1,10 @@
 package redisstore_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/internal/redistest"
@@ -37,5 +39,46 @@ func TestRedisByteCounterTheStreamsDenyIsRebuilt(t *testing.T) {
 		if st, err := s.Stats(ctx, e.Key); err != nil || st.Bytes != int64(len(blob)+len(b2)) {
 			t.Errorf("%d: counter %q: stats %+v %v, want %d bytes", i, bad, st, err, len(blob)+len(b2))
 		}
+	}
+}
+
+// A stream entry that gives field e twice (a hostile or hand-written
+// stream): the reader takes the last one, and the replay is of that
+// entry; but the scripts took the first, so that when the replay failed
+// into parking, another entry was parked in its place (and the byte
+// counter weighed the other one). The scripts now take the last e too.
+func TestRedisAnEntryGivenTwiceIsParkedAsItWasReplayed(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := client(t, srv)
+	ctx := t.Context()
+	s := open(t, rdb, "twice")
+	first, second := entry(1), entry(2)
+	first.Payload = make([]byte, 300)
+	b1, _ := first.MarshalBinary()
+	b2, _ := second.MarshalBinary()
+	if err := s.Append(ctx, entry(0), lim); err != nil { // creates the stream and its group
+		t.Fatal(err)
+	}
+	w := "twice:dl:{" + first.Key + "}:w"
+	if err := rdb.Do(ctx, "XADD", w, "*", "e", b1, "e", b2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Lease(ctx, first.Key, "o", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	for range 2 { // entry 0, then the one given twice
+		e, ok, err := l.Next(ctx)
+		if err != nil || !ok {
+			t.Fatalf("Next: %v %v", ok, err)
+		}
+		if _, parked, err := l.Fail(ctx, e, 1); err != nil || !parked {
+			t.Fatalf("Fail: %v %v", parked, err)
+		}
+	}
+	parked, err := s.List(ctx, first.Key, deadletter.Parked, "", 10)
+	if err != nil || len(parked) != 2 || parked[1].ID != second.ID {
+		t.Fatalf("parked %v %v: want %s second, as it was replayed", parked, err, second.ID)
 	}
 }

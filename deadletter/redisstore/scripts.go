@@ -21,19 +21,21 @@ import "github.com/redis/go-redis/v9"
 
 // lib is prepended to every script.
 const lib = `
-local function bloblen(fields)
-  if type(fields) ~= 'table' then return 0 end
-  for i = 1, #fields - 1, 2 do
-    if fields[i] == 'e' and type(fields[i+1]) == 'string' then return #fields[i+1] end
-  end
-  return 0
-end
+-- blob returns field e of a stream entry's fields; of a field given twice,
+-- the last one, as the store's reader takes it (what was replayed is what
+-- is parked and weighed).
 local function blob(fields)
   if type(fields) ~= 'table' then return nil end
+  local b = nil
   for i = 1, #fields - 1, 2 do
-    if fields[i] == 'e' then return fields[i+1] end
+    if fields[i] == 'e' then b = fields[i+1] end
   end
-  return nil
+  return b
+end
+local function bloblen(fields)
+  local b = blob(fields)
+  if type(b) == 'string' then return #b end
+  return 0
 end
 -- bytes returns the hash's byte counter, rebuilt from both streams when it
 -- is missing, not a whole number, negative, or above what the streams'
