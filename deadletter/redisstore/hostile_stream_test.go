@@ -1,8 +1,10 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -88,4 +90,50 @@ func TestRedisLeaseOfTheWrongTypeIsTakenOver(t *testing.T) {
 		t.Fatalf("a lease key of the wrong type blocks the key for ever: %v", err)
 	}
 	_ = l.Release(ctx)
+}
+
+// The consumer group's last delivered ID set past the stream's entries (a
+// hand-made or hostile XGROUP SETID): nothing is pending and XREADGROUP
+// delivers nothing, so every round found the key empty while entries
+// waited. They were never replayed nor expired; the key filled up and
+// refused every deferral. An entry in the stream that is not pending has
+// never been delivered (a delivered one is deleted with its ack): the
+// group is read again from the start.
+func TestRedisGroupSetPastTheEntriesStillDeliversThem(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := client(t, srv)
+	ctx := t.Context()
+	s := open(t, rdb, "setid")
+	if err := s.Append(ctx, entry(0), lim); err != nil {
+		t.Fatal(err)
+	}
+	w := "setid:dl:{pkg.Svc}:w"
+	if err := rdb.Do(ctx, "XGROUP", "SETID", w, "replay", "99999999999999-0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, entry(1), lim); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Lease(ctx, "pkg.Svc", "me", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	var got []string
+	for range 3 {
+		e, ok, err := l.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, e.ID)
+		if err := l.Ack(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(got, []string{entry(0).ID, entry(1).ID}) {
+		t.Fatalf("replayed %v, want both entries in order", got)
+	}
 }

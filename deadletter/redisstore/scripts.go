@@ -131,9 +131,19 @@ while not e and r[1] ~= '0-0' and steps < 100 do
   steps = steps + 1
 end
 if not e and r[1] ~= '0-0' then return false end
-if not e then
+local function readnew()
   local rr = redis.call('XREADGROUP', 'GROUP', 'replay', ARGV[1], 'COUNT', 1, 'STREAMS', KEYS[1], '>')
-  if rr and rr[1] and rr[1][2] then e = rr[1][2][1] end
+  if rr and rr[1] and rr[1][2] then return rr[1][2][1] end
+  return nil
+end
+if not e then e = readnew() end
+-- Nothing pending, nothing new, yet entries wait: the group's last
+-- delivered ID was set past them (by hand). An entry that is not pending
+-- was never delivered (a delivered one is deleted with its ack): the
+-- group is read again from the start.
+if not e and redis.call('XLEN', KEYS[1]) > 0 then
+  redis.call('XGROUP', 'SETID', KEYS[1], 'replay', '0')
+  e = readnew()
 end
 if not e then return false end
 return {e[1], e[2], redis.call('HGET', KEYS[2], 'f:' .. e[1])}
