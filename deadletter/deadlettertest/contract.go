@@ -29,6 +29,7 @@ func TestStore(t *testing.T, open func(t *testing.T) deadletter.Store) {
 		{"RoundTrip", testRoundTrip},
 		{"MaxEntries", testMaxEntries},
 		{"MaxBytes", testMaxBytes},
+		{"MaxBytesIsInclusive", testMaxBytesExact},
 		{"ConcurrentAppendsKeepTheBound", testConcurrentBound},
 		{"LeaseIsExclusive", testLeaseExclusive},
 		{"NextWithoutAckKeepsTheHead", testNextKeepsHead},
@@ -194,6 +195,29 @@ func testMaxBytes(t *testing.T, s deadletter.Store) {
 	drain(t, s, "a")
 	if st, _ := s.Stats(t.Context(), "a"); st.Bytes != 0 {
 		t.Fatalf("bytes after acking all: %d", st.Bytes)
+	}
+}
+
+// testMaxBytesExact: entries that fill MaxBytes to the byte are kept; one
+// byte more is refused, and so is an entry larger than MaxBytes alone.
+func testMaxBytesExact(t *testing.T, s deadletter.Store) {
+	blob, _ := entry("a", 0).MarshalBinary()
+	size := int64(len(blob))
+	exact := deadletter.Limits{MaxEntries: 100, MaxBytes: 2 * size}
+	for i := range 2 {
+		if err := s.Append(t.Context(), entry("a", i), exact); err != nil {
+			t.Fatalf("entry %d of 2 filling MaxBytes exactly: %v", i, err)
+		}
+	}
+	if err := s.Append(t.Context(), entry("a", 2), exact); !errors.Is(err, deadletter.ErrFull) {
+		t.Fatalf("past MaxBytes by a whole entry: %v, want ErrFull", err)
+	}
+	tiny := deadletter.Limits{MaxEntries: 100, MaxBytes: size - 1}
+	if err := s.Append(t.Context(), entry("b", 0), tiny); !errors.Is(err, deadletter.ErrFull) {
+		t.Fatalf("an entry a byte over MaxBytes on an empty key: %v, want ErrFull", err)
+	}
+	if st, _ := s.Stats(t.Context(), "b"); st.Waiting != 0 || st.Bytes != 0 {
+		t.Fatalf("the refused entry left %+v", st)
 	}
 }
 
