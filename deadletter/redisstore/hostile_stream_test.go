@@ -137,3 +137,30 @@ func TestRedisGroupSetPastTheEntriesStillDeliversThem(t *testing.T) {
 		t.Fatalf("replayed %v, want both entries in order", got)
 	}
 }
+
+// Redis lost its data (restarted without persistence, flushed, or a
+// replica promoted without the last writes) while the client ran: the
+// store had cached that the key was in the key set, so entries deferred
+// afterwards were in their streams but their key was not in the set:
+// Keys (the start-up resume, the command's keys) never listed it, and
+// after a restart of the service nothing replayed them unless a call of
+// the key came. A key whose streams were empty before an append is added
+// to the set again.
+func TestRedisKeysListsAKeyAfterRedisLostItsData(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := client(t, srv)
+	ctx := t.Context()
+	s := open(t, rdb, "lost")
+	if err := s.Append(ctx, entry(0), lim); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	srv.Restart() // empty: no persistence
+	if err := s.Append(ctx, entry(1), lim); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.Keys(ctx)
+	if err != nil || !slices.Equal(keys, []string{"pkg.Svc"}) {
+		t.Fatalf("keys %v %v: want pkg.Svc, which holds an entry", keys, err)
+	}
+}

@@ -129,7 +129,17 @@ func (s *Store) Append(ctx context.Context, e deadletter.Entry, lim deadletter.L
 	if n, ok := res.(int64); ok && n == 0 {
 		return deadletter.ErrFull
 	}
-	if _, ok := s.known.Load(e.Key); !ok {
+	// The key set is written beside the streams (another slot in Redis
+	// Cluster), once per key and process; again when the key's streams
+	// were empty, since the set may have gone with them (Redis restarted
+	// without its data, flushed, a replica promoted without the last
+	// writes).
+	first := false
+	if parts, ok := res.([]any); ok && len(parts) == 2 {
+		n, _ := parts[1].(int64)
+		first = n == 0
+	}
+	if _, ok := s.known.Load(e.Key); !ok || first {
 		if err := s.rdb.SAdd(ctx, s.keySet(), e.Key).Err(); err == nil {
 			s.known.Store(e.Key, true)
 		}

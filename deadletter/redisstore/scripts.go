@@ -74,8 +74,8 @@ local function held(l, owner)
 end
 `
 
-// append: KEYS w p m; ARGV blob maxEntries maxBytes → the stream id, or 0
-// when full.
+// append: KEYS w p m; ARGV blob maxEntries maxBytes → {the stream id, the
+// key's entries before it}, or 0 when full.
 var appendScript = redis.NewScript(lib + `
 local n = redis.call('XLEN', KEYS[1]) + redis.call('XLEN', KEYS[2])
 if n >= tonumber(ARGV[2]) then return 0 end
@@ -85,7 +85,7 @@ if b + #ARGV[1] > tonumber(ARGV[3]) then return 0 end
 group(KEYS[1])
 local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[1])
 setbytes(KEYS[3], b + #ARGV[1])
-return id
+return {id, n}
 `)
 
 // lease: KEYS l; ARGV owner ttl(ms) maxttl(ms) → 1 taken, 0 held by another.
