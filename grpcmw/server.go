@@ -81,7 +81,7 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		var herr error // the handler's, as it returned it
 		err, refused := s.c.lookup(info.FullMethod, nil).Serve(ctx, func(ctx context.Context) error {
 			resp, herr = handler(ctx, req)
-			return forGates(herr)
+			return forGates(ctx, herr)
 		})
 		if refused {
 			if cerr := ended(ctx, err); cerr != nil {
@@ -108,12 +108,16 @@ func ended(ctx context.Context, err error) error {
 
 // forGates is the handler's error as the server's gates read it: a status
 // CANCELLED or DEADLINE_EXCEEDED (the handler's own context ended, or it
-// relays a call it made under it) also matches the context's error, so
-// that an adaptive bulkhead drops the call's duration, which measured its
-// caller's patience, as a client's does (bulkhead.md, "Which calls are
-// samples"). The handler's caller gets its error as it was.
-func forGates(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+// relays a call it made under it) also matches the context's error, and so
+// does any answer given once the call's context ctx had ended (its caller
+// went away, or its deadline passed, while the handler ran: one that does
+// not watch its context answers to no one), so that an adaptive bulkhead
+// drops the call's duration, which measured its caller's patience, as a
+// client's does and as httpmw's server does for a request whose client went
+// away (bulkhead.md, "Which calls are samples"). The handler's caller gets
+// its error as it was.
+func forGates(ctx context.Context, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	switch status.Code(err) {
@@ -121,6 +125,9 @@ func forGates(err error) error {
 		return fmt.Errorf("%w (%w)", context.Canceled, err)
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
 	}
 	return err
 }
@@ -132,7 +139,7 @@ func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		var herr error // the handler's, as it returned it
 		err, refused := s.c.lookup(info.FullMethod, nil).ServeStream(ss.Context(), func() error {
 			herr = handler(srv, ss)
-			return forGates(herr)
+			return forGates(ss.Context(), herr)
 		})
 		if refused {
 			if cerr := ended(ss.Context(), err); cerr != nil {

@@ -77,3 +77,70 @@ func TestAServerAdaptiveBulkheadDropsCancelledAnswers(t *testing.T) {
 		})
 	}
 }
+
+// A server's adaptive bulkhead takes no sample from a call whose caller went
+// away while its handler ran, whatever the handler answered after (one that
+// does not watch its context answers OK, to no one): its duration measured
+// the caller's patience, as httpmw's server drops a request whose client
+// went away (docs/bulkhead.md, "Which calls are samples"), and as Netflix's
+// concurrency-limits ignores a cancelled call. Before, such a call was a
+// sample over gRPC and not over HTTP, and the same YAML's limit fell on a
+// gRPC server only.
+func TestAServerAdaptiveBulkheadDropsCallsWhoseCallerWentAway(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unary", true: "stream"}[stream], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newServer(t, "defaults: { bulkhead: { adaptive: {} } }")
+				const method = "/grpc.testing.TestService/UnaryCall"
+				run := func(d time.Duration, latency func(time.Duration) time.Duration, gone bool) {
+					start := time.Now()
+					for time.Since(start) < d {
+						lat := latency(time.Since(start))
+						var wg sync.WaitGroup
+						for range 10 {
+							wg.Go(func() {
+								ctx, cancel := context.WithCancel(context.Background())
+								defer cancel()
+								handle := func() {
+									time.Sleep(lat)
+									if gone {
+										cancel() // the caller hangs up; the handler answers OK all the same
+									}
+								}
+								var err error
+								if stream {
+									err = srv.StreamServerInterceptor()(nil, &sweepStream{ctx: ctx}, &grpc.StreamServerInfo{FullMethod: method},
+										func(any, grpc.ServerStream) error { handle(); return nil })
+								} else {
+									_, err = srv.UnaryServerInterceptor()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: method},
+										func(context.Context, any) (any, error) { handle(); return nil, nil })
+								}
+								if err != nil {
+									t.Errorf("the handler's OK came back as %v", err)
+								}
+							})
+						}
+						wg.Wait()
+					}
+				}
+				run(20*time.Second, func(time.Duration) time.Duration { return 10 * time.Millisecond }, false)
+				b, _ := srv.Bulkhead("grpc.testing.TestService")
+				steady := b.Limit()
+				rising := func(elapsed time.Duration) time.Duration {
+					lat := 10 * time.Millisecond
+					for range int(elapsed / time.Second) {
+						lat = lat * 12 / 10
+					}
+					return lat
+				}
+				run(15*time.Second, rising, true)
+				if got := b.Limit(); got < steady-1 {
+					t.Errorf("limit %d after 15s of slow calls whose callers went away, want about %d: they were samples", got, steady)
+				}
+				if b.Active() != 0 {
+					t.Errorf("%d permits held", b.Active())
+				}
+			})
+		})
+	}
+}
