@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/meshless/meshless/config"
+	"github.com/meshless/meshless/internal/engine"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/timeout"
 )
@@ -58,6 +59,27 @@ func (transport) Code(err error) (uint32, bool) {
 	}
 	if errors.Is(err, context.Canceled) {
 		return config.StatusClientClosedRequest, true
+	}
+	return 0, false
+}
+
+var _ engine.Classer = transport{} // its statuses have classes (RFC 9110)
+
+// Class reads a status no one registered as the x00 of its class, and
+// one outside 100–599 as 500 (RFC 9110 §15: a client that receives a
+// status it does not recognize treats it as the x00 of its class, an
+// invalid one as a 5xx) when no list names the status itself: a CDN's 521
+// in front of a backend that is down, or a 599, is a 500 to the breaker
+// and the retry. 499, the status a call whose caller gave up counts as,
+// stands for itself.
+func (transport) Class(code uint32) (uint32, bool) {
+	switch {
+	case code == config.StatusClientClosedRequest:
+		return 0, false
+	case code >= 600 && code <= 999:
+		return http.StatusInternalServerError, true
+	case code >= 100 && code < 600 && http.StatusText(int(code)) == "":
+		return code / 100 * 100, true
 	}
 	return 0, false
 }

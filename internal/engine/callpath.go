@@ -449,6 +449,8 @@ func (c *classes) outcome(err error) resilience.Outcome {
 		return resilience.Failure
 	case c.ignored.has(code):
 		return resilience.Ignored
+	case c.cl != nil:
+		return c.byClass(code)
 	}
 	return resilience.Success
 }

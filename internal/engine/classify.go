@@ -26,6 +26,27 @@ func (s *codeSet) has(c uint32) bool { return c < 640 && s[c/64]&(1<<(c%64)) != 
 type classes struct {
 	t                Transport
 	failure, ignored codeSet
+	cl               Classer // the transport's, if its codes have classes
+}
+
+// classerOf returns t as a Classer, or nil.
+func classerOf(t Transport) Classer {
+	cl, _ := t.(Classer)
+	return cl
+}
+
+// byClass is outcome's verdict on a code that neither list names: its
+// class's code counts as the lists say, else it is a success.
+func (c *classes) byClass(code uint32) resilience.Outcome {
+	if k, ok := c.cl.Class(code); ok {
+		switch {
+		case c.failure.has(k):
+			return resilience.Failure
+		case c.ignored.has(k):
+			return resilience.Ignored
+		}
+	}
+	return resilience.Success
 }
 
 // matcher is a method's retryableStatusCodes or nonFatalStatusCodes.
@@ -34,6 +55,7 @@ type matcher struct {
 	codes codeSet
 	// uncoded: an error without a code matches too (Options.RetryUncoded).
 	uncoded bool
+	cl      Classer // the transport's, if its codes have classes
 }
 
 // match: one of the codes (or, with uncoded, an error that carries none and
@@ -45,7 +67,12 @@ func (m *matcher) match(err error) bool {
 		return m.uncoded && !resilience.IsRejection(err) && err != resilience.ErrPanicked
 	}
 	if !m.codes.has(code) {
-		return false
+		if m.cl == nil {
+			return false
+		}
+		if k, ok := m.cl.Class(code); !ok || !m.codes.has(k) {
+			return false
+		}
 	}
 	_, relayed := m.t.Relayed(err)
 	return !relayed

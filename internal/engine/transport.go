@@ -41,6 +41,15 @@ type Transport interface {
 	Mark(ctx context.Context, n int) context.Context
 }
 
+// Classer is a Transport whose codes have classes: a code that no list of
+// the configuration names is read as the code of its class when it has one
+// (HTTP: an unregistered status as the x00 of its class, RFC 9110 §15).
+type Classer interface {
+	// Class returns the code that stands for code when no list names
+	// code itself, and false when code stands for itself.
+	Class(code uint32) (uint32, bool)
+}
+
 // Attempt is one attempt of a call, as a transport makes it.
 type Attempt interface {
 	// Attempt makes attempt n (from 1) with ctx. A hedged call makes its
