@@ -189,18 +189,19 @@ var wiringElsewhere = map[string]string{
 	"timeout":                    "a section: its keys' rows",
 	"adaptiveThrottling":         "a section: its keys' rows",
 	// store: redis needs namespace and a Redis; its keys are the store's.
-	"deadLetter.store":      "TestDeadLetterRedisKeysAreWired",
-	"deadLetter.namespace":  "TestDeadLetterRedisKeysAreWired",
-	"deadLetter.redis":      "TestDeadLetterRedisKeysAreWired",
-	"deadLetter.redis.addr": "TestDeadLetterRedisKeysAreWired",
-	"deadLetter.redis.url":  "TestDeadLetterRedisKeysAreWired",
+	"deadLetter.store":      "TestTopLevelKeysAreWired",
+	"deadLetter.namespace":  "TestTopLevelKeysAreWired",
+	"deadLetter.redis":      "TestTopLevelKeysAreWired",
+	"deadLetter.redis.addr": "TestTopLevelKeysAreWired",
+	"deadLetter.redis.url":  "TestTopLevelKeysAreWired",
+	"retryThrottling":       "TestTopLevelKeysAreWired",
+	"cluster":               "TestTopLevelKeysAreWired",
+	"cluster.redis":         "TestTopLevelKeysAreWired",
 }
 
-// topLevelPrefixes are the client-wide sections (one per client, no levels):
-// retryThrottling (TestTopLevelKeysAreWired), cluster (idem),
-// outlierDetection and healthCheck (grpcmw's outlierConfig, tested in
-// grpcmw/outlier_config_review_test.go).
-var topLevelPrefixes = []string{"retryThrottling", "cluster", "outlierDetection", "healthCheck"}
+// topLevelPrefixes are the sections grpcmw alone maps (outlierConfig,
+// healthName): grpcmw's TestEveryOutlierKeyIsWired has their rows.
+var topLevelPrefixes = []string{"outlierDetection", "healthCheck"}
 
 var wiringKeyRe = regexp.MustCompile("^\\|\\s*`([^`]+)`\\s*\\|")
 
@@ -248,7 +249,7 @@ func TestEveryDocumentedKeyHasAWiringRow(t *testing.T) {
 		for _, p := range topLevelPrefixes {
 			top = top || k == p || strings.HasPrefix(k, p+".")
 		}
-		if !rows[k] && wiringElsewhere[k] == "" && !top {
+		if !rows[k] && wiringElsewhere[k] == "" && !top && !topLevelRows[k] {
 			t.Errorf("docs/configuration.md documents `%s`, which has no row in wiringRows (config/wiring_test.go)", k)
 		}
 	}
@@ -457,5 +458,77 @@ func TestEveryPolicyKeyIsWired(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// topLevelRows are the client-wide keys (no levels) and the dead-letter
+// store's: each document against a baseline, and what it must change.
+var topLevelRows = map[string]bool{}
+
+func init() {
+	for _, r := range topLevelWiring() {
+		topLevelRows[r.key] = true
+	}
+}
+
+type topRow struct {
+	key, base, with string
+	get             func(*config.Config) any
+}
+
+func topLevelWiring() []topRow {
+	throttling := func(c *config.Config) any { return c.Throttling() }
+	clusterCfg := func(c *config.Config) any {
+		cc, on, err := c.ClusterConfig()
+		o, oerr := c.Cluster.Redis.Options()
+		if o != nil {
+			return fmt.Sprintf("%+v %v %v %s %s %d %v", cc, on, err, o.Addr, o.Password, o.DB, oerr)
+		}
+		return fmt.Sprintf("%+v %v %v %v", cc, on, err, oerr)
+	}
+	dl := func(c *config.Config) any {
+		d := c.Method("pkg.Svc", "M").DeadLetter
+		o, err := d.Redis.Options()
+		if o != nil {
+			return fmt.Sprintf("%+v %s %s %s %d %v", d.Config, d.Namespace, o.Addr, o.Password, o.DB, err)
+		}
+		return fmt.Sprintf("%+v %s %v", d.Config, d.Namespace, err)
+	}
+	const redisDL = "deadLetter: { store: redis, namespace: n1, redis: { addr: \"r1:6379\" } }"
+	return []topRow{
+		{"retryThrottling.enabled", "", "retryThrottling: { enabled: false }", throttling},
+		{"retryThrottling.maxTokens", "", "retryThrottling: { maxTokens: 100 }", throttling},
+		{"retryThrottling.tokenRatio", "", "retryThrottling: { tokenRatio: 0.5 }", throttling},
+		{"cluster.enabled", "cluster: { redis: { addr: \"r:6379\" } }", "cluster: { enabled: false, redis: { addr: \"r:6379\" } }", clusterCfg},
+		{"cluster.redis.addr", "cluster: { redis: { addr: \"r:6379\" } }", "cluster: { redis: { addr: \"q:6380\" } }", clusterCfg},
+		{"cluster.redis.url", "cluster: { redis: { addr: \"r:6379\" } }", "cluster: { redis: { url: \"redis://:pw@r:6379/2\" } }", clusterCfg},
+		{"cluster.namespace", "cluster: { redis: { addr: \"r:6379\" } }", "cluster: { namespace: a-b, redis: { addr: \"r:6379\" } }", clusterCfg},
+		{"cluster.syncInterval", "cluster: { redis: { addr: \"r:6379\" } }", "cluster: { syncInterval: 500ms, redis: { addr: \"r:6379\" } }", clusterCfg},
+		{"cluster.decideOn", "cluster: { redis: { addr: \"r:6379\" } }", "cluster: { decideOn: cluster, redis: { addr: \"r:6379\" } }", clusterCfg},
+		{"deadLetter.store", "defaults: { deadLetter: {} }", "defaults: { deadLetter: { store: redis, namespace: n1 } }", dl},
+		{"deadLetter.namespace", "defaults: { " + redisDL + " }", "defaults: { deadLetter: { store: redis, namespace: n2, redis: { addr: \"r1:6379\" } } }", dl},
+		{"deadLetter.redis.addr", "defaults: { " + redisDL + " }", "defaults: { deadLetter: { store: redis, namespace: n1, redis: { addr: \"r2:6379\" } } }", dl},
+		{"deadLetter.redis.url", "defaults: { " + redisDL + " }", "defaults: { deadLetter: { store: redis, namespace: n1, redis: { url: \"redis://r1:6379/3\" } } }", dl},
+		{"deadLetter.redis", "defaults: { deadLetter: { store: redis, namespace: n1 } }", "defaults: { " + redisDL + " }", dl},
+	}
+}
+
+// TestTopLevelKeysAreWired checks the client-wide keys and the dead-letter
+// store's: each changes what its section resolves to.
+func TestTopLevelKeysAreWired(t *testing.T) {
+	for _, r := range topLevelWiring() {
+		t.Run(r.key, func(t *testing.T) {
+			base, err := config.Parse([]byte(r.base))
+			if err != nil {
+				t.Fatalf("baseline: %v", err)
+			}
+			with, err := config.Parse([]byte(r.with))
+			if err != nil {
+				t.Fatalf("with the key: %v", err)
+			}
+			if b, w := r.get(base), r.get(with); reflect.DeepEqual(b, w) {
+				t.Errorf("%s changed nothing: %v", r.key, w)
+			}
+		})
 	}
 }

@@ -40,3 +40,6 @@ func UnlockStream(cs grpc.ClientStream) { cs.(*clientStream).mu.Unlock() }
 // FinishStream ends a stream as its context's watcher does when the
 // context ends.
 func FinishStream(cs grpc.ClientStream, err error) { cs.(*clientStream).finish(err) }
+
+// ServiceConfigOf returns the service config c's DialOptions install.
+func ServiceConfigOf(c *Chain) (string, error) { return c.serviceConfig() }
