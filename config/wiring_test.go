@@ -532,3 +532,28 @@ func TestTopLevelKeysAreWired(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamTimeoutsComeFromTheMethodAlone: a stream gets a timeout only
+// from its method's own entry (docs/configuration.md, timeout), on both
+// transports' resolution; timeout.enabled: false above switches it off.
+func TestStreamTimeoutsComeFromTheMethodAlone(t *testing.T) {
+	for _, tc := range []struct {
+		doc                 string
+		perAttempt, overall string // the stream's, "0s": none
+	}{
+		{"defaults: { timeout: { perAttempt: 2s, overall: 5s } }\nservices: { pkg.Svc: { timeout: { overall: 6s } } }\n", "0s", "0s"},
+		{"services: { pkg.Svc: { methods: { M: { timeout: { overall: 7s } } } } }\n", "0s", "7s"},
+		{"services: { pkg.Svc: { methods: { M: { timeout: { perAttempt: 300ms } } } } }\n", "300ms", "0s"},
+		{"defaults: { timeout: { enabled: false } }\nservices: { pkg.Svc: { methods: { M: { timeout: { overall: 7s } } } } }\n", "0s", "0s"},
+		{"defaults: { timeout: { enabled: false } }\nservices: { pkg.Svc: { methods: { M: { timeout: { enabled: true, overall: 7s } } } } }\n", "0s", "7s"},
+	} {
+		cfg, err := config.Parse([]byte(tc.doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := cfg.Method(svc, meth)
+		if got := [2]string{m.StreamPerAttempt.String(), m.StreamOverall.String()}; got != [2]string{tc.perAttempt, tc.overall} {
+			t.Errorf("%s: a stream's timeouts are %v, want %s, %s", tc.doc, got, tc.perAttempt, tc.overall)
+		}
+	}
+}
