@@ -11,11 +11,13 @@ import (
 // ctxAttempt is an Attempt that keeps whether its context had ended when
 // it began, and the context's deadline.
 type ctxAttempt struct {
+	made        bool
 	ended       bool
 	hasDeadline bool
 }
 
 func (a *ctxAttempt) Attempt(ctx context.Context, _ int) error {
+	a.made = true
 	a.ended = ctx.Err() != nil
 	_, a.hasDeadline = ctx.Deadline()
 	return ctx.Err()
@@ -25,8 +27,9 @@ func (a *ctxAttempt) Attempt(ctx context.Context, _ int) error {
 // derives its own (hedgedCall): when the policy cancels the first copy
 // before the copy has derived its context (a fast hedge decided the call),
 // the copy's context ends as soon as it is derived, whichever context that
-// is — its deadline's, its own cancellable one, or one made to wait in a
-// gate's queue.
+// is — its deadline's or its own cancellable one; one made to wait in a
+// gate's queue has ended when the gates admit the copy, which is then not
+// made at all (pipeline: an attempt whose context ended in a gate's queue).
 func TestAFirstCopyCancelledBeforeItBeganEndsAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -72,7 +75,11 @@ func TestAFirstCopyCancelledBeforeItBeganEndsAtOnce(t *testing.T) {
 			h.CancelFirst()
 			_ = h.Copy(c.ctx, 1)
 			_ = c.End(nil)
-			if !a.ended || a.hasDeadline != tc.deadline {
+			if m.waits {
+				if a.made {
+					t.Fatal("the copy was made: its context had ended when the gates admitted it")
+				}
+			} else if !a.ended || a.hasDeadline != tc.deadline {
 				t.Fatalf("the copy's context had ended: %v, had a deadline: %v; want true, %v", a.ended, a.hasDeadline, tc.deadline)
 			}
 			if ctx.Err() != nil {

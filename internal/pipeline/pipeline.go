@@ -259,6 +259,17 @@ func (p *Pipeline) admit(ctx context.Context, a *Admission, now time.Time, rerea
 		}
 		a.permits[i], a.n, ctx = pm, i+1, next
 	}
+	if p.g.MayWait && !p.g.Observe {
+		// A gate that made the attempt wait may have admitted it as its
+		// context ended (the permit came first, the attempt's goroutine ran
+		// after the deadline): the attempt is not made, as a call whose
+		// context ended before it began is not; the gates are exited with
+		// the context's error, ignored, so the backend, never asked, is
+		// counted for nothing.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
 	a.ctx = ctx
 	a.start = now
 	if reread {
