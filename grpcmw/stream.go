@@ -160,7 +160,10 @@ func newStream(ctx context.Context, m *engine.Method, o *options, timed bool, de
 func (s *streamState) open() (err error) {
 	actx, dl, err := s.call.Admit(s.ctx, &s.adm, s.call.Attempts()+1)
 	if err != nil {
-		return err
+		// A refusal, or the context's own error when it ended as the
+		// gates admitted the attempt (no attempt is made): the status
+		// gRPC gives it, as the streamer would have.
+		return wireError(err)
 	}
 	s.dl = dl
 	opened := false

@@ -221,6 +221,11 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 	if err != nil {
 		stop()
 		ccancel()
+		if err == context.Canceled || err == context.DeadlineExceeded {
+			// The copy's context ended as the gates admitted it (no copy
+			// is sent): the status gRPC gives it, as the streamer would.
+			return status.FromContextError(err).Err()
+		}
 		return err
 	}
 	c.dl = dl
