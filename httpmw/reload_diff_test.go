@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/httpmw"
+	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
@@ -159,13 +160,43 @@ type diffChain struct {
 	next   *diffNext
 	client *http.Client
 	obs    *resiliencetest.Observer
+	// released names the sources whose gauges were released.
+	released *releases
+}
+
+// releases counts the gauges an observer was told to release.
+type releases struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (r *releases) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.names
+	r.names = nil
+	return n
+}
+
+type releasingRecorder struct {
+	resilience.Recorder
+	r    *releases
+	name string
+}
+
+func (rr releasingRecorder) Release() {
+	rr.r.mu.Lock()
+	defer rr.r.mu.Unlock()
+	rr.r.names = append(rr.r.names, rr.name)
 }
 
 func newDiffChain(t *testing.T, yaml string) *diffChain {
 	t.Helper()
-	next, obs := &diffNext{}, &resiliencetest.Observer{}
-	c := newChain(t, yaml, "", httpmw.WithObserver(obs))
-	return &diffChain{chain: c, next: next, client: c.Client(next), obs: obs}
+	next, obs, rel := &diffNext{}, &resiliencetest.Observer{}, &releases{}
+	c := newChain(t, yaml, "", httpmw.WithObserver(resilience.ObserverFunc(func(src resilience.Source) resilience.Recorder {
+		return releasingRecorder{Recorder: obs.Attach(src), r: rel, name: src.Kind.String() + " " + src.Name}
+	})))
+	return &diffChain{chain: c, next: next, client: c.Client(next), obs: obs, released: rel}
 }
 
 // events returns, sorted, the events the observer received since the
@@ -332,6 +363,12 @@ func TestAReloadedChainBehavesAsOneBuiltFresh(t *testing.T) {
 				}
 				if back {
 					reloadHTTP(t, x.chain, diffYAML(a))
+				}
+				// A reload that changes nothing (the same configuration,
+				// or one refused) releases no gauge: no series starts
+				// again.
+				if gone := x.released.take(); slices.Equal(a, b) && !back && len(gone) > 0 {
+					t.Errorf("a reload that changed nothing released the gauges of %q", gone)
 				}
 				skip := map[string]bool{}
 				for i, h := range diffHosts {
