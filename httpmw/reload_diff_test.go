@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,10 +66,12 @@ type diffSection struct {
 
 // diffHosts are the hosts of the generated configurations, each varying
 // one section.
-var diffHosts = []struct {
+type diffHost struct {
 	host     string
 	variants []diffSection
-}{
+}
+
+var diffHosts = []diffHost{
 	{"cb.test", []diffSection{
 		// keep: the window, the mode and keyBy (a threshold change keeps the breaker).
 		{yaml: "circuitBreaker: { enabled: true, slidingWindowSize: 4, minimumNumberOfCalls: 4, waitDurationInOpenState: 20s }", keep: "c4"},
@@ -123,10 +126,10 @@ const diffBase = "defaults:\n  adaptiveThrottling: { enabled: false }\n  retry: 
 	"retryThrottling: { maxTokens: 1000, tokenRatio: 1 }\nhosts:\n"
 
 // diffYAML is the configuration that gives host i its variant pick[i].
-func diffYAML(pick []int) string {
+func diffYAML(hosts []diffHost, pick []int) string {
 	var b strings.Builder
 	b.WriteString(diffBase)
-	for i, h := range diffHosts {
+	for i, h := range hosts {
 		if y := h.variants[pick[i]].yaml; y != "" { // "": the host is not in the YAML
 			fmt.Fprintf(&b, "  %s:\n    %s\n", h.host, y)
 		}
@@ -134,14 +137,14 @@ func diffYAML(pick []int) string {
 	return b.String()
 }
 
-func diffScript(r *rand.Rand, n int) []diffCall {
+func diffScript(r *rand.Rand, hosts []diffHost, n int) []diffCall {
 	statuses := []int{200, 200, 404, 500, 503, 503}
 	delays := []int{0, 0, 0, 1201, 2503}
 	gaps := []time.Duration{0, 0, 100 * time.Millisecond, time.Second, 6 * time.Second, 25 * time.Second}
 	paths := []string{"/", "/r"}
 	s := make([]diffCall, n)
 	for i := range s {
-		s[i] = diffCall{host: diffHosts[r.IntN(len(diffHosts))].host, path: paths[r.IntN(2)],
+		s[i] = diffCall{host: hosts[r.IntN(len(hosts))].host, path: paths[r.IntN(2)],
 			status: statuses[r.IntN(len(statuses))], delay: delays[r.IntN(len(delays))], gap: gaps[r.IntN(len(gaps))]}
 		if r.IntN(4) == 0 {
 			s[i].burst, s[i].delay = 2+r.IntN(5), 301+r.IntN(3)*1000
@@ -157,6 +160,8 @@ func diffScript(r *rand.Rand, n int) []diffCall {
 // diffChain is a chain under test with its transport below.
 type diffChain struct {
 	chain  *httpmw.Chain
+	srv    *httpmw.Server // in chain's place, with h its handler
+	h      http.Handler
 	next   *diffNext
 	client *http.Client
 	obs    *resiliencetest.Observer
@@ -190,13 +195,48 @@ func (rr releasingRecorder) Release() {
 	rr.r.names = append(rr.r.names, rr.name)
 }
 
-func newDiffChain(t *testing.T, yaml string) *diffChain {
+func newDiffChain(t *testing.T, yaml string, server bool) *diffChain {
 	t.Helper()
 	next, obs, rel := &diffNext{}, &resiliencetest.Observer{}, &releases{}
-	c := newChain(t, yaml, "", httpmw.WithObserver(resilience.ObserverFunc(func(src resilience.Source) resilience.Recorder {
+	o := resilience.ObserverFunc(func(src resilience.Source) resilience.Recorder {
 		return releasingRecorder{Recorder: obs.Attach(src), r: rel, name: src.Kind.String() + " " + src.Name}
-	})))
+	})
+	if server {
+		srv := newServer(t, yaml, httpmw.WithServerObserver(o))
+		h := srv.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			resp, err := next.RoundTrip(r)
+			if err != nil {
+				w.WriteHeader(499)
+				return
+			}
+			w.WriteHeader(resp.StatusCode)
+		}))
+		return &diffChain{srv: srv, h: h, next: next, obs: obs, released: rel}
+	}
+	c := newChain(t, yaml, "", httpmw.WithObserver(o))
 	return &diffChain{chain: c, next: next, client: c.Client(next), obs: obs, released: rel}
+}
+
+// reload gives the chain (or server) cfg.
+func (d *diffChain) reload(cfg *httpmw.Config) error {
+	if d.srv != nil {
+		return d.srv.Reload(cfg)
+	}
+	return d.chain.Reload(cfg)
+}
+
+// do sends req through the chain, or the server's handler.
+func (d *diffChain) do(req *http.Request) (*http.Response, error) {
+	if d.srv == nil {
+		return d.client.Do(req)
+	}
+	rec := httptest.NewRecorder()
+	d.h.ServeHTTP(rec, req)
+	resp := rec.Result()
+	if reason := resp.Header.Get("Meshless-Rejection"); reason != "" {
+		return nil, errors.New("rejected " + reason)
+	}
+	return resp, nil
 }
 
 // events returns, sorted, the events the observer received since the
@@ -243,7 +283,7 @@ func (d *diffChain) one(c diffCall) string {
 	req.Header.Set("S", strconv.Itoa(c.status))
 	req.Header.Set("D", strconv.Itoa(c.delay))
 	before, start := d.next.n.Load(), time.Now()
-	resp, err := d.client.Do(req)
+	resp, err := d.do(req)
 	res := ""
 	switch {
 	case err != nil && httpmw.RejectionReason(err) != "":
@@ -277,6 +317,12 @@ func playBoth(x, y *diffChain, c diffCall) (gx, gy string) {
 func (d *diffChain) state(h string) string {
 	var b strings.Builder
 	for _, k := range []string{h, h + "/GET /r", h + "/_OTHER"} {
+		if d.srv != nil {
+			if bh, ok := d.srv.Bulkhead(k); ok && bh.Active() > 0 {
+				fmt.Fprintf(&b, "[%s bulkhead limit %d active %d]", k, bh.Limit(), bh.Active())
+			}
+			continue
+		}
 		if cb, ok := d.chain.Breaker(k); ok {
 			m := cb.Metrics()
 			fmt.Fprintf(&b, "[%s breaker %v calls %d failed %d slow %d refused %d]", k, m.State, m.Calls, m.FailedCalls, m.SlowCalls, m.NotPermittedCalls)
@@ -304,6 +350,20 @@ func TestAReloadedChainBehavesAsOneBuiltFresh(t *testing.T) {
 	if testing.Short() {
 		seeds = 16
 	}
+	reloadDiff(t, diffHosts, false, seeds)
+}
+
+// The same for a server, whose requests pass a bulkhead and a rate
+// limiter only.
+func TestAReloadedServerBehavesAsOneBuiltFresh(t *testing.T) {
+	seeds := 100
+	if testing.Short() {
+		seeds = 16
+	}
+	reloadDiff(t, []diffHost{diffHosts[3], diffHosts[4]}, true, seeds)
+}
+
+func reloadDiff(t *testing.T, diffHosts []diffHost, server bool, seeds int) {
 	for seed := range seeds {
 		r := rand.New(rand.NewPCG(uint64(seed), 7))
 		a, b := make([]int, len(diffHosts)), make([]int, len(diffHosts))
@@ -323,14 +383,14 @@ func TestAReloadedChainBehavesAsOneBuiltFresh(t *testing.T) {
 		if invalid {
 			copy(b, a)
 		}
-		pre, post := diffScript(r, 14), diffScript(r, 18)
+		pre, post := diffScript(r, diffHosts, 14), diffScript(r, diffHosts, 18)
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				final := b
 				if back {
 					final = a
 				}
-				x, y := newDiffChain(t, diffYAML(a)), newDiffChain(t, diffYAML(final))
+				x, y := newDiffChain(t, diffYAML(diffHosts, a), server), newDiffChain(t, diffYAML(diffHosts, final), server)
 				kept := map[string]bool{}
 				for i, h := range diffHosts {
 					va, vb := h.variants[a[i]], h.variants[b[i]]
@@ -350,19 +410,22 @@ func TestAReloadedChainBehavesAsOneBuiltFresh(t *testing.T) {
 					}
 				}
 				if invalid {
-					bad, err := httpmw.ParseConfig([]byte(diffYAML(a)))
+					bad, err := httpmw.ParseConfig([]byte(diffYAML(diffHosts, a)))
 					if err != nil {
 						t.Fatal(err)
 					}
+					if bad.Hosts == nil {
+						bad.Hosts = map[string]*config.Host{}
+					}
 					bad.Hosts["Upper.Case"] = &config.Host{} // as a program may build it
-					if err := x.chain.Reload(bad); err == nil || !strings.Contains(err.Error(), `hosts."Upper.Case"`) {
+					if err := x.reload(bad); err == nil || !strings.Contains(err.Error(), `hosts."Upper.Case"`) {
 						t.Fatalf("Reload of an invalid configuration: %v, want an error naming hosts.\"Upper.Case\"", err)
 					}
 				} else {
-					reloadHTTP(t, x.chain, diffYAML(b))
+					reloadDiffYAML(t, x, diffYAML(diffHosts, b))
 				}
 				if back {
-					reloadHTTP(t, x.chain, diffYAML(a))
+					reloadDiffYAML(t, x, diffYAML(diffHosts, a))
 				}
 				// A reload that changes nothing (the same configuration,
 				// or one refused) releases no gauge: no series starts
@@ -403,7 +466,7 @@ func TestAReloadedChainBehavesAsOneBuiltFresh(t *testing.T) {
 						continue
 					}
 					if gx != gy {
-						t.Errorf("call %d: reloaded %s, fresh %s\nA:\n%s\nB:\n%s", n, gx, gy, diffYAML(a), diffYAML(b))
+						t.Errorf("call %d: reloaded %s, fresh %s\nA:\n%s\nB:\n%s", n, gx, gy, diffYAML(diffHosts, a), diffYAML(diffHosts, b))
 					}
 					if sx, sy := x.state(c.host), y.state(c.host); sx != sy {
 						t.Errorf("after call %d: reloaded %s, fresh %s", n, sx, sy)
@@ -411,5 +474,16 @@ func TestAReloadedChainBehavesAsOneBuiltFresh(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+func reloadDiffYAML(t *testing.T, d *diffChain, yaml string) {
+	t.Helper()
+	cfg, err := httpmw.ParseConfig([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.reload(cfg); err != nil {
+		t.Fatal(err)
 	}
 }
