@@ -4,79 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
 	"github.com/meshless/meshless/httpmw"
+	"github.com/meshless/meshless/internal/ctxtest"
 	"github.com/meshless/meshless/resilience"
 )
-
-// endingCtx is a context without a deadline whose deadline the test makes
-// pass, at an instant of its choosing: Done closes and Err is
-// context.DeadlineExceeded once end ran, and the contexts derived from it
-// end with it, before end returns, as those of a context's deadline do (it
-// has an AfterFunc, which the context package calls instead of watching
-// Done on a goroutine of its own).
-type endingCtx struct {
-	context.Context
-	mu    sync.Mutex
-	done  chan struct{}
-	after []func()
-}
-
-func newEndingCtx() *endingCtx {
-	return &endingCtx{Context: context.Background(), done: make(chan struct{})}
-}
-
-func (c *endingCtx) end() {
-	c.mu.Lock()
-	close(c.done)
-	after := c.after
-	c.after = nil
-	c.mu.Unlock()
-	for _, f := range after {
-		if f != nil {
-			f()
-		}
-	}
-}
-
-func (c *endingCtx) Done() <-chan struct{} { return c.done }
-
-func (c *endingCtx) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
-// AfterFunc runs f once c ended: at once when it has.
-func (c *endingCtx) AfterFunc(f func()) func() bool {
-	c.mu.Lock()
-	select {
-	case <-c.done:
-		c.mu.Unlock()
-		go f()
-		return func() bool { return false }
-	default:
-	}
-	i := len(c.after)
-	c.after = append(c.after, f)
-	c.mu.Unlock()
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if i < len(c.after) && c.after[i] != nil {
-			c.after[i] = nil
-			return true
-		}
-		return false
-	}
-}
 
 // A request that waited in the bulkhead's queue and got its permit just as
 // its deadline passed was sent with a dead context: the transport failed
@@ -97,7 +32,7 @@ func TestARequestAdmittedAfterItsDeadlineFromTheQueueIsNotAttempted(t *testing.T
 			}
 			return ok(r)
 		})
-		waiter := newEndingCtx()
+		waiter := ctxtest.NewEnding()
 		var armed atomic.Bool
 		// The waiter's deadline passes once the bulkhead handed it the
 		// permit, before its attempt, on its own goroutine.
@@ -107,7 +42,7 @@ func TestARequestAdmittedAfterItsDeadlineFromTheQueueIsNotAttempted(t *testing.T
 			}
 			return recordFunc(func(_ context.Context, e resilience.Event) {
 				if e.Type == resilience.EventAcquired && armed.CompareAndSwap(true, false) {
-					waiter.end()
+					waiter.End()
 				}
 			})
 		})
