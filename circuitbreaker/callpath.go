@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/meshless/meshless/internal/sysclock"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -71,7 +72,7 @@ func (b *Breaker) Apply(ctx context.Context, next resilience.Next) error {
 	}
 	start, ok := next.Entered()
 	if !ok {
-		start = time.Now()
+		start = sysclock.Now()
 	}
 	done := false
 	defer func() {
