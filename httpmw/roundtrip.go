@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/meshless/meshless/internal/engine"
+	"github.com/meshless/meshless/internal/httpcall"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 )
@@ -168,6 +169,16 @@ func (a *answer) release() {
 		}
 	}
 	*a = answer{}
+}
+
+// Value answers httpcall.Key with the call itself, so that an observer
+// finds it behind a context that wraps it (observe mode's mark, an overall
+// deadline); other keys are the caller's context's.
+func (cl *call) Value(key any) any {
+	if _, ok := key.(httpcall.Key); ok {
+		return cl
+	}
+	return cl.Context.Value(key)
 }
 
 // HTTPRequestMethod returns the request's method, for observers.

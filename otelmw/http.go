@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/meshless/meshless/internal/httpcall"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -101,13 +102,24 @@ func (r *httpCallRecorder) Record(ctx context.Context, e resilience.Event) {
 		// HTTP status has (from the server: it may not spend the bound).
 		k.errorType = otherValue
 	}
-	if hc, ok := ctx.(HTTPCall); ok {
+	if hc, ok := httpCallOf(ctx); ok {
 		k.method = methodIndex(hc.HTTPRequestMethod())
 		if s := hc.HTTPResponseStatusCode(e.Err); s >= 100 && s <= 599 {
 			k.status = uint16(s)
 		}
 	}
 	r.o.callDuration.Record(ctx, e.Duration.Seconds(), r.opts(k)...)
+}
+
+// httpCallOf returns the HTTPCall of an HTTP call's event: ctx itself, or
+// the call behind the contexts that wrap it (observe mode marks the call's
+// context with a value of its own), found by internal/httpcall's key.
+func httpCallOf(ctx context.Context) (HTTPCall, bool) {
+	if hc, ok := ctx.(HTTPCall); ok {
+		return hc, true
+	}
+	hc, ok := ctx.Value(httpcall.Key{}).(HTTPCall)
+	return hc, ok
 }
 
 // outOfRange reports whether t is a number outside HTTP's 100–599.
