@@ -82,7 +82,7 @@ func hedgeEvent(ctx context.Context, method string, e resilience.Event) {
 		attrs = append(attrs, attrMethod.String(method))
 	}
 	if e.Err != nil {
-		attrs = appendError(attrs, e.Err)
+		attrs = appendError(ctx, attrs, e.Err)
 	}
 	span.AddEvent(eventHedge, trace.WithAttributes(attrs...))
 }

@@ -42,7 +42,7 @@ func retryEvent(ctx context.Context, method string, e resilience.Event) {
 	if method != "" {
 		attrs = append(attrs, attrMethod.String(method))
 	}
-	attrs = appendError(attrs, e.Err)
+	attrs = appendError(ctx, attrs, e.Err)
 	span.AddEvent(eventRetry, trace.WithAttributes(attrs...))
 }
 
@@ -84,10 +84,22 @@ func bulkheadRejectionEvent(ctx context.Context, name string, e resilience.Event
 }
 
 // appendError adds error.type and, when err carries a gRPC status,
-// rpc.response.status_code.
-func appendError(attrs []attribute.KeyValue, err error) []attribute.KeyValue {
+// rpc.response.status_code. An HTTP call's error (ctx is, or wraps, an
+// HTTPCall) that carries a response's status is named as its
+// meshless.call.duration names it: error.type is the status ("503"), with
+// http.response.status_code; a status outside 100–599 is "_OTHER", without
+// one.
+func appendError(ctx context.Context, attrs []attribute.KeyValue, err error) []attribute.KeyValue {
 	if err == nil {
 		return attrs
+	}
+	if hc, ok := httpCallOf(ctx); ok {
+		if s := hc.HTTPResponseStatusCode(err); s != 0 {
+			if s < 100 || s > 599 {
+				return append(attrs, attrErrorType.String(otherValue))
+			}
+			return append(attrs, attrErrorType.String(strconv.Itoa(s)), attrHTTPStatus.Int(s))
+		}
 	}
 	if code, ok := codeName(err); ok {
 		return append(attrs, attrErrorType.String(code), attrStatusCode.String(code))
