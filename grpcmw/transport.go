@@ -45,6 +45,12 @@ func (*transport) Overloaded(err error) bool {
 
 func (*transport) ErrorType(err error) string {
 	c, _ := codeOf(err)
+	if c > codes.Unauthenticated {
+		// A code gRPC does not define, from the server: CODE_<n> whatever
+		// n is (config.CodeName writes 100–599 as an HTTP status, "503"),
+		// so that observers bound it as such (otelmw records _OTHER).
+		return "CODE_" + strconv.FormatUint(uint64(c), 10)
+	}
 	return config.CodeName(c)
 }
 

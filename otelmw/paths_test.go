@@ -26,10 +26,6 @@ import (
 // dials it through a grpcmw chain built from yamlConfig; stop closes all.
 func inBubble(t *testing.T, srv testgrpc.TestServiceServer, yamlConfig string, opts ...grpcmw.Option) (testgrpc.TestServiceClient, *grpcmw.Chain, func()) {
 	t.Helper()
-	lis := memnet.Listen()
-	s := grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(s, srv)
-	go func() { _ = s.Serve(lis) }()
 	cfg, err := grpcmw.ParseConfig([]byte(yamlConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +34,10 @@ func inBubble(t *testing.T, srv testgrpc.TestServiceServer, yamlConfig string, o
 	if err != nil {
 		t.Fatal(err)
 	}
+	lis := memnet.Listen()
+	s := grpc.NewServer()
+	testgrpc.RegisterTestServiceServer(s, srv)
+	go func() { _ = s.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///mem", append(chain.DialOptions(),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
@@ -164,6 +164,54 @@ defaults:
 		for _, s := range sr.Ended() {
 			for _, e := range s.Events() {
 				t.Errorf("span %s: event %s %v; want none", s.Name(), e.Name, e.Attributes)
+			}
+		}
+	})
+}
+
+// codeServer answers each UnaryCall with the next of its codes.
+type codeServer struct {
+	testgrpc.UnimplementedTestServiceServer
+	codes []codes.Code
+	n     atomic.Int64
+}
+
+func (s *codeServer) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	return nil, status.Error(s.codes[s.n.Add(1)-1], "answer")
+}
+
+// A gRPC server may send any number as grpc-status. One sending 100–599
+// (an HTTP status written as a gRPC code by a broken proxy, or a hostile
+// server) had each recorded as an error.type value of its own ("503"),
+// while 17 and up were _OTHER: 32 such answers spent the method's bound, and
+// its real UNAVAILABLE failures were then recorded as _OTHER. A code gRPC
+// does not define is _OTHER whatever its number, as docs/metrics.md says.
+func TestAGRPCCodeThatLooksLikeAnHTTPStatusDoesNotSpendTheBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs, reader := newObserver(t)
+		srv := &codeServer{}
+		for c := range 32 {
+			srv.codes = append(srv.codes, codes.Code(500+c))
+		}
+		srv.codes = append(srv.codes, 17, 999, codes.Unavailable)
+		client, _, stop := inBubble(t, srv, `
+retryThrottling: { enabled: false }
+defaults:
+  adaptiveThrottling: { enabled: false }
+  circuitBreaker: { enabled: false }
+  retry: { enabled: false }
+`, grpcmw.WithObserver(obs))
+		defer stop()
+		for range srv.codes {
+			_, _ = client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+		}
+		got := errorTypesOf(t, collect(t, reader)["meshless.call.duration"])
+		if !got["UNAVAILABLE"] {
+			t.Errorf("UNAVAILABLE recorded as _OTHER after codes 500-531 from the wire")
+		}
+		for et := range got {
+			if et != "UNAVAILABLE" && et != "_OTHER" {
+				t.Errorf("error.type %q: a code gRPC does not define has a value of its own", et)
 			}
 		}
 	})
