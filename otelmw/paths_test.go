@@ -70,24 +70,37 @@ type recordFunc func(ctx context.Context, e resilience.Event)
 
 func (f recordFunc) Record(ctx context.Context, e resilience.Event) { f(ctx, e) }
 
-// A call that waited in the bulkhead's queue and was admitted as its
-// deadline passed is not attempted (3136ed5): the server never sees it. In
-// the catalogue (docs/metrics.md, "A call admitted as its deadline passed")
-// it is one failed logical call (DEADLINE_EXCEEDED), admitted by the
-// bulkhead, whose permit comes back (call.active at 0), ignored by the
+// A call that waited in the bulkhead's or the rate limiter's queue and was
+// admitted as its deadline passed is not attempted (3136ed5): the server
+// never sees it. In the catalogue (docs/metrics.md, "A call admitted as its
+// deadline passed") it is one failed logical call (DEADLINE_EXCEEDED),
+// admitted by its gates, the bulkhead's permit back (call.active at 0), ignored by the
 // breaker (never a failure), and one attempt of a failed retry call, as a
 // call the bulkhead refused when its caller's context ended in the queue;
 // no span event: nothing was retried or refused.
 func TestACallAdmittedAsItsDeadlinePassedInTheCatalogue(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		queue resilience.Kind // the gate that makes the call wait
+		yaml  string
+	}{
+		{"bulkhead", resilience.KindBulkhead, "  bulkhead: { maxConcurrentCalls: 1, maxWaitDuration: 5s }\n"},
+		{"rate limiter", resilience.KindRateLimiter, "  rateLimiter: { limitForPeriod: 1, limitRefreshPeriod: 1s, timeoutDuration: 5s }\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { admittedAsItsDeadlinePassed(t, tc.queue, tc.yaml) })
+	}
+}
+
+func admittedAsItsDeadlinePassed(t *testing.T, queue resilience.Kind, yaml string) {
 	synctest.Test(t, func(t *testing.T) {
 		obs, reader := newObserver(t)
 		srv := &heldServer{release: make(chan struct{})}
 		waiter := ctxtest.NewEnding()
 		var armed atomic.Bool
-		// The waiter's deadline passes once the bulkhead handed it the
+		// The waiter's deadline passes once the queue's gate handed it the
 		// permit, on its own goroutine, before its attempt.
 		hook := resilience.ObserverFunc(func(src resilience.Source) resilience.Recorder {
-			if src.Kind != resilience.KindBulkhead {
+			if src.Kind != queue {
 				return nil
 			}
 			return recordFunc(func(_ context.Context, e resilience.Event) {
@@ -102,16 +115,15 @@ defaults:
   adaptiveThrottling: { enabled: false }
   circuitBreaker: { slidingWindowSize: 10, minimumNumberOfCalls: 10 }
   timeout: { perAttempt: 0s, overall: 0s }
-  bulkhead: { maxConcurrentCalls: 1, maxWaitDuration: 5s }
   retry: { maxAttempts: 3, initialBackoff: 1s, jitter: 0, retryableStatusCodes: [UNAVAILABLE, DEADLINE_EXCEEDED] }
-`, grpcmw.WithObserver(resilience.Observers(obs, hook)))
+`+yaml, grpcmw.WithObserver(resilience.Observers(obs, hook)))
 		defer stop()
 		sr := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 		defer tp.Shutdown(context.Background()) //nolint:errcheck
 		held := make(chan error, 1)
 		go func() { _, err := client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{}); held <- err }()
-		synctest.Wait() // the first call holds the only permit
+		synctest.Wait() // the first call holds the only permit (of the period)
 		armed.Store(true)
 		got := make(chan error, 1)
 		ctx, span := tp.Tracer("test").Start(waiter, "waiter")
@@ -138,6 +150,11 @@ defaults:
 		sameValues(t, "meshless.bulkhead.calls", values(t, ms["meshless.bulkhead.calls"]), map[string]float64{
 			enc(bulkheadName(svc), attribute.String("meshless.bulkhead.outcome", "admitted")): 2,
 		})
+		if queue == resilience.KindRateLimiter {
+			sameValues(t, "meshless.rate_limiter.calls", values(t, ms["meshless.rate_limiter.calls"]), map[string]float64{
+				enc(attribute.String("meshless.rate_limiter.name", svc), attribute.String("meshless.rate_limiter.outcome", "permitted")): 2,
+			})
+		}
 		sameValues(t, "meshless.bulkhead.call.active", values(t, ms["meshless.bulkhead.call.active"]), map[string]float64{
 			enc(bulkheadName(svc)): 0,
 		})
