@@ -33,7 +33,10 @@ const HTTPScope = "http"
 
 // HTTPCall is implemented by the context an HTTP client passes with each
 // call's event (httpmw's does): the request's method and the status of the
-// response the call returned.
+// response the call returned. httpmw's call is also found behind the
+// contexts that wrap it (observe mode's mark, an overall deadline), for its
+// call durations and for the error.type of its retries' and hedges' span
+// events.
 type HTTPCall interface {
 	// HTTPRequestMethod returns the request's method ("GET").
 	HTTPRequestMethod() string
