@@ -3,6 +3,7 @@ package otelmw
 import (
 	"context"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,13 @@ var httpMethods = [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT",
 // error.type "_OTHER" and no status.
 const maxHTTPSets = 256
 
+// maxUnregistered bounds the statuses no one registered (http.StatusText
+// knows none: 432, 521, 599, ...) that one route's calls record as
+// themselves; past it, such a status is recorded with no status and
+// error.type "_OTHER", so that a server answering with them cannot spend
+// the route's maxHTTPSets.
+const maxUnregistered = 16
+
 // httpCallRecorder records the duration of one route's logical HTTP calls,
 // with OpenTelemetry's HTTP attributes: http.request.method, server.address
 // and server.port (the configured host), url.template (the route's pattern,
@@ -64,6 +72,9 @@ type httpCallRecorder struct {
 	base []attribute.KeyValue
 	mu   sync.Mutex
 	sets atomic.Pointer[map[httpKey][]metric.RecordOption] // copy on write, under mu
+	// unregistered holds the statuses no one registered recorded as
+	// themselves, at most maxUnregistered; under mu.
+	unregistered map[uint16]bool
 }
 
 type httpKey struct {
@@ -109,9 +120,35 @@ func (r *httpCallRecorder) Record(ctx context.Context, e resilience.Event) {
 		k.method = methodIndex(hc.HTTPRequestMethod())
 		if s := hc.HTTPResponseStatusCode(e.Err); s >= 100 && s <= 599 {
 			k.status = uint16(s)
+			if http.StatusText(s) == "" && !r.keeps(k.status) {
+				// A status no one registered, past the route's few: from
+				// the server, it may not spend the bound either.
+				k.status = 0
+				if n, err := strconv.Atoi(k.errorType); err == nil && n == s {
+					k.errorType = otherValue
+				}
+			}
 		}
 	}
 	r.o.callDuration.Record(ctx, e.Duration.Seconds(), r.opts(k)...)
+}
+
+// keeps reports whether s, a status no one registered, is recorded as
+// itself: one of the first maxUnregistered such statuses of the route.
+func (r *httpCallRecorder) keeps(s uint16) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unregistered[s] {
+		return true
+	}
+	if len(r.unregistered) >= maxUnregistered {
+		return false
+	}
+	if r.unregistered == nil {
+		r.unregistered = map[uint16]bool{}
+	}
+	r.unregistered[s] = true
+	return true
 }
 
 // httpCallOf returns the HTTPCall of an HTTP call's event: ctx itself, or
