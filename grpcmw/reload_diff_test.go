@@ -129,6 +129,16 @@ var rdServices = []rdService{
 		{yaml: "rateLimiter: { limitForPeriod: 3, limitRefreshPeriod: 10s }", keep: "3/10s", lazy: true},
 		{yaml: "rateLimiter: { limitForPeriod: 2, limitRefreshPeriod: 5s, timeoutDuration: 3s }", keep: "2/5s", lazy: true},
 	}},
+	// A service no descriptor linked into the program declares: a method
+	// the YAML does not name runs on its service's entry (OtherMethod), and
+	// once the service is removed on the defaults' ("_OTHER/_OTHER"), so
+	// its key goes.
+	{"example.Unlinked", []string{"Get", "Put"}, "", []rdSection{
+		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2, waitDurationInOpenState: 20s }", keep: "c4"},
+		{yaml: "", keep: "none"},
+		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 3, waitDurationInOpenState: 20s }\n    methods: { Get: { timeout: { perAttempt: 2s } } }", keep: "c4"},
+		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2, keyBy: method, waitDurationInOpenState: 20s }\n    methods: { Get: {} }", keep: "c4 method"},
+	}},
 	{"grpc.testing.UnimplementedService", []string{"UnimplementedCall"}, "", []rdSection{
 		{yaml: "mode: observe\n    circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2 }", keep: "c4"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2 }", keep: "c4"},
