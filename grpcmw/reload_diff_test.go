@@ -75,7 +75,7 @@ type rdCall struct {
 type rdService struct {
 	name     string
 	methods  []string // unary methods
-	stream   string   // a server-streaming method, or ""
+	streams  []string // streaming methods ("FullDuplexCall" bidirectional)
 	variants []rdSection
 }
 
@@ -86,7 +86,7 @@ type rdSection struct {
 }
 
 var rdServices = []rdService{
-	{"grpc.testing.ReconnectService", []string{"Start", "Stop"}, "", []rdSection{
+	{"grpc.testing.ReconnectService", []string{"Start", "Stop"}, nil, []rdSection{
 		{yaml: "circuitBreaker: { enabled: true, slidingWindowSize: 4, minimumNumberOfCalls: 4, waitDurationInOpenState: 20s }", keep: "c4"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2, failureRateThreshold: 40, waitDurationInOpenState: 20s }", keep: "c4"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 3, waitDurationInOpenState: 5s, permittedNumberOfCallsInHalfOpenState: 1 }", keep: "c4"},
@@ -100,21 +100,21 @@ var rdServices = []rdService{
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2, slowCallDurationThreshold: 1s, slowCallRateThreshold: 50 }", keep: "c4"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2, failureStatusCodes: [INTERNAL], ignoredStatusCodes: [UNAVAILABLE] }\n    retry: { maxAttempts: 3, initialBackoff: 2s, jitter: 0 }", keep: "c4"},
 	}},
-	{"grpc.testing.TestService", []string{"UnaryCall", "EmptyCall"}, "StreamingOutputCall", []rdSection{
+	{"grpc.testing.TestService", []string{"UnaryCall", "EmptyCall"}, []string{"StreamingOutputCall", "FullDuplexCall"}, []rdSection{
 		{yaml: "retry: { maxAttempts: 3, initialBackoff: 100ms, jitter: 0 }", stateless: true},
 		{yaml: "retry: { maxAttempts: 2, initialBackoff: 1s, jitter: 0 }", stateless: true},
 		{yaml: "hedging: { maxAttempts: 2, hedgingDelay: 500ms }", stateless: true},
-		{yaml: "retry: { maxAttempts: 3, initialBackoff: 100ms, jitter: 0 }\n    methods: { EmptyCall: { retry: { enabled: false } }, StreamingOutputCall: { hedging: { maxAttempts: 3, hedgingDelay: 300ms } } }", stateless: true},
+		{yaml: "retry: { maxAttempts: 3, initialBackoff: 100ms, jitter: 0 }\n    methods: { EmptyCall: { retry: { enabled: false } }, StreamingOutputCall: { hedging: { maxAttempts: 3, hedgingDelay: 300ms } }, FullDuplexCall: { retry: { maxAttempts: 2, initialBackoff: 1s, jitter: 0 } } }", stateless: true},
 		{yaml: "timeout: { perAttempt: 1s }\n    retry: { maxAttempts: 2, initialBackoff: 200ms, jitter: 0 }", stateless: true},
 		{yaml: "mode: observe\n    hedging: { maxAttempts: 3, hedgingDelay: 700ms }\n    timeout: { perAttempt: 2s }", stateless: true},
 		{yaml: "", stateless: true},
 	}},
-	{"grpc.testing.LoadBalancerStatsService", []string{"GetClientStats", "GetClientAccumulatedStats"}, "", []rdSection{
+	{"grpc.testing.LoadBalancerStatsService", []string{"GetClientStats", "GetClientAccumulatedStats"}, nil, []rdSection{
 		{yaml: "timeout: { perAttempt: 1s }", stateless: true},
 		{yaml: "timeout: { perAttempt: 3s, overall: 5s }", stateless: true},
 		{yaml: "timeout: { overall: 1500ms }\n    methods: { GetClientStats: { timeout: { overall: 10s } } }", stateless: true},
 	}},
-	{"grpc.testing.XdsUpdateHealthService", []string{"SetServing", "SetNotServing"}, "", []rdSection{
+	{"grpc.testing.XdsUpdateHealthService", []string{"SetServing", "SetNotServing"}, nil, []rdSection{
 		{yaml: "bulkhead: { maxConcurrentCalls: 1 }", keep: "1", lazy: true},
 		{yaml: "bulkhead: { maxConcurrentCalls: 5 }", keep: "5", lazy: true},
 		{yaml: "", keep: "none", lazy: true},
@@ -122,7 +122,7 @@ var rdServices = []rdService{
 		{yaml: "bulkhead: { maxConcurrentCalls: 2, maxWaitDuration: 500ms }", keep: "2w", lazy: true},
 		{yaml: "mode: observe\n    bulkhead: { maxConcurrentCalls: 1 }", keep: "1o", lazy: true},
 	}},
-	{"grpc.testing.HookService", []string{"Hook", "SetReturnStatus"}, "", []rdSection{
+	{"grpc.testing.HookService", []string{"Hook", "SetReturnStatus"}, nil, []rdSection{
 		{yaml: "rateLimiter: { limitForPeriod: 3, limitRefreshPeriod: 1h }", keep: "3/1h", lazy: true},
 		{yaml: "rateLimiter: { limitForPeriod: 5, limitRefreshPeriod: 1h }", keep: "5/1h", lazy: true},
 		{yaml: "", keep: "none", lazy: true},
@@ -133,13 +133,13 @@ var rdServices = []rdService{
 	// the YAML does not name runs on its service's entry (OtherMethod), and
 	// once the service is removed on the defaults' ("_OTHER/_OTHER"), so
 	// its key goes.
-	{"example.Unlinked", []string{"Get", "Put"}, "", []rdSection{
+	{"example.Unlinked", []string{"Get", "Put"}, nil, []rdSection{
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2, waitDurationInOpenState: 20s }", keep: "c4"},
 		{yaml: "", keep: "none"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 3, waitDurationInOpenState: 20s }\n    methods: { Get: { timeout: { perAttempt: 2s } } }", keep: "c4"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2, keyBy: method, waitDurationInOpenState: 20s }\n    methods: { Get: {} }", keep: "c4 method"},
 	}},
-	{"grpc.testing.UnimplementedService", []string{"UnimplementedCall"}, "", []rdSection{
+	{"grpc.testing.UnimplementedService", []string{"UnimplementedCall"}, nil, []rdSection{
 		{yaml: "mode: observe\n    circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2 }", keep: "c4"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2 }", keep: "c4"},
 	}},
@@ -169,8 +169,8 @@ func rdScript(r *rand.Rand, svcs []rdService, n int) []rdCall {
 		svc := svcs[r.IntN(len(svcs))]
 		c := rdCall{svc: svc.name, method: svc.methods[r.IntN(len(svc.methods))],
 			code: int(cs[r.IntN(len(cs))]), delay: delays[r.IntN(len(delays))], gap: gaps[r.IntN(len(gaps))]}
-		if svc.stream != "" && r.IntN(3) == 0 {
-			c.method, c.stream = svc.stream, true
+		if len(svc.streams) > 0 && r.IntN(3) == 0 {
+			c.method, c.stream = svc.streams[r.IntN(len(svc.streams))], true
 		}
 		if r.IntN(4) == 0 {
 			c.burst, c.delay = 2+r.IntN(5), 301+r.IntN(3)*1000
@@ -326,11 +326,13 @@ func (d *rdChain) one(c rdCall) string {
 	return fmt.Sprintf("%s: %s after %d attempts in %v", full, res, d.back.n.Load()-before, took)
 }
 
-// rdStream makes a server-streaming call and reads it to its end.
+// rdStream makes a streaming call (bidirectional for FullDuplexCall, else
+// server-streaming), sends req, and reads the stream to its end.
 func rdStream(ctx context.Context, conn *grpc.ClientConn, method string, req *testgrpc.SimpleRequest) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, method)
+	desc := &grpc.StreamDesc{ServerStreams: true, ClientStreams: strings.HasSuffix(method, "/FullDuplexCall")}
+	cs, err := conn.NewStream(ctx, desc, method)
 	if err != nil {
 		return err
 	}
@@ -363,10 +365,8 @@ func rdPlayBoth(x, y *rdChain, c rdCall) (gx, gy string) {
 func (d *rdChain) state(s rdService) string {
 	var b strings.Builder
 	keys := []string{s.name, s.name + "/" + grpcmw.OtherMethod}
-	for _, m := range append(slices.Clone(s.methods), s.stream) {
-		if m != "" {
-			keys = append(keys, s.name+"/"+m)
-		}
+	for _, m := range append(slices.Clone(s.methods), s.streams...) {
+		keys = append(keys, s.name+"/"+m)
 	}
 	for _, k := range keys {
 		if d.srv != nil {
