@@ -7,11 +7,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -22,6 +22,7 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/internal/memnet"
@@ -34,10 +35,24 @@ import (
 // service, unary or streaming, answers the code its request's payload
 // names, after the delay it names (or its context's end), and a streaming
 // call sends one message first. It counts the attempts.
-type rdBackend struct{ n atomic.Int64 }
+type rdBackend struct {
+	mu sync.Mutex
+	n  map[string]int64 // by service
+}
+
+// attempts returns the attempts svc's methods have seen.
+func (b *rdBackend) attempts(svc string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n[svc]
+}
 
 func (b *rdBackend) handle(_ any, ss grpc.ServerStream) error {
-	b.n.Add(1)
+	full, _ := grpc.MethodFromServerStream(ss)
+	svc, _, _ := strings.Cut(strings.TrimPrefix(full, "/"), "/")
+	b.mu.Lock()
+	b.n[svc]++
+	b.mu.Unlock()
 	req := new(testgrpc.SimpleRequest)
 	if err := ss.RecvMsg(req); err != nil {
 		return err
@@ -77,6 +92,14 @@ type rdService struct {
 	methods  []string // unary methods
 	streams  []string // streaming methods ("FullDuplexCall" bidirectional)
 	variants []rdSection
+	// okBefore: the script before the reload makes only calls answered OK
+	// at once of this service (a dead-letter queue's entries and replays
+	// before the reload are A's, which a chain built from B cannot make);
+	// when the section changed, the fresh chain plays none of them and the
+	// reloaded chain's breaker is reset after the reload: the key's queue
+	// is then made anew at its first call in both, its replay rounds (10 s
+	// from the queue's making) in step.
+	okBefore bool
 }
 
 type rdSection struct {
@@ -99,7 +122,7 @@ var rdServices = []rdService{
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2, failureStatusCodes: [INTERNAL] }", keep: "c4"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2, slowCallDurationThreshold: 1s, slowCallRateThreshold: 50 }", keep: "c4"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2, failureStatusCodes: [INTERNAL], ignoredStatusCodes: [UNAVAILABLE] }\n    retry: { maxAttempts: 3, initialBackoff: 2s, jitter: 0 }", keep: "c4"},
-	}},
+	}, false},
 	{"grpc.testing.TestService", []string{"UnaryCall", "EmptyCall"}, []string{"StreamingOutputCall", "FullDuplexCall"}, []rdSection{
 		{yaml: "retry: { maxAttempts: 3, initialBackoff: 100ms, jitter: 0 }", stateless: true},
 		{yaml: "retry: { maxAttempts: 2, initialBackoff: 1s, jitter: 0 }", stateless: true},
@@ -108,12 +131,12 @@ var rdServices = []rdService{
 		{yaml: "timeout: { perAttempt: 1s }\n    retry: { maxAttempts: 2, initialBackoff: 200ms, jitter: 0 }", stateless: true},
 		{yaml: "mode: observe\n    hedging: { maxAttempts: 3, hedgingDelay: 700ms }\n    timeout: { perAttempt: 2s }", stateless: true},
 		{yaml: "", stateless: true},
-	}},
+	}, false},
 	{"grpc.testing.LoadBalancerStatsService", []string{"GetClientStats", "GetClientAccumulatedStats"}, nil, []rdSection{
 		{yaml: "timeout: { perAttempt: 1s }", stateless: true},
 		{yaml: "timeout: { perAttempt: 3s, overall: 5s }", stateless: true},
 		{yaml: "timeout: { overall: 1500ms }\n    methods: { GetClientStats: { timeout: { overall: 10s } } }", stateless: true},
-	}},
+	}, false},
 	{"grpc.testing.XdsUpdateHealthService", []string{"SetServing", "SetNotServing"}, nil, []rdSection{
 		{yaml: "bulkhead: { maxConcurrentCalls: 1 }", keep: "1", lazy: true},
 		{yaml: "bulkhead: { maxConcurrentCalls: 5 }", keep: "5", lazy: true},
@@ -121,14 +144,14 @@ var rdServices = []rdService{
 		{yaml: "bulkhead: { adaptive: { initialLimit: 4, maxLimit: 10 } }", keep: "a", lazy: true},
 		{yaml: "bulkhead: { maxConcurrentCalls: 2, maxWaitDuration: 500ms }", keep: "2w", lazy: true},
 		{yaml: "mode: observe\n    bulkhead: { maxConcurrentCalls: 1 }", keep: "1o", lazy: true},
-	}},
+	}, false},
 	{"grpc.testing.HookService", []string{"Hook", "SetReturnStatus"}, nil, []rdSection{
 		{yaml: "rateLimiter: { limitForPeriod: 3, limitRefreshPeriod: 1h }", keep: "3/1h", lazy: true},
 		{yaml: "rateLimiter: { limitForPeriod: 5, limitRefreshPeriod: 1h }", keep: "5/1h", lazy: true},
 		{yaml: "", keep: "none", lazy: true},
 		{yaml: "rateLimiter: { limitForPeriod: 3, limitRefreshPeriod: 10s }", keep: "3/10s", lazy: true},
 		{yaml: "rateLimiter: { limitForPeriod: 2, limitRefreshPeriod: 5s, timeoutDuration: 3s }", keep: "2/5s", lazy: true},
-	}},
+	}, false},
 	// A service no descriptor linked into the program declares: a method
 	// the YAML does not name runs on its service's entry (OtherMethod), and
 	// once the service is removed on the defaults' ("_OTHER/_OTHER"), so
@@ -138,12 +161,29 @@ var rdServices = []rdService{
 		{yaml: "", keep: "none"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 3, waitDurationInOpenState: 20s }\n    methods: { Get: { timeout: { perAttempt: 2s } } }", keep: "c4"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2, keyBy: method, waitDurationInOpenState: 20s }\n    methods: { Get: {} }", keep: "c4 method"},
-	}},
+	}, false},
+	// Dead-letter queues, one section in each chain's own directory: the
+	// entries of A's queue stay in the store (reload.md), so the script
+	// before the reload defers nothing; the queue is built under A and
+	// takes B's settings at the key's next call (lazy). A change of "on"
+	// alone keeps the queue (the method decides what defers): its replay
+	// rounds keep their time.
+	{"grpc.testing.XdsUpdateClientConfigureService", []string{"Configure"}, nil, []rdSection{
+		{yaml: rdDLBreaker + "\n    deadLetter: { path: {DL}/a.db }", keep: "d0", lazy: true},
+		{yaml: rdDLBreaker + "\n    deadLetter: { path: {DL}/a.db, maxEntries: 2 }", keep: "d1", lazy: true},
+		{yaml: rdDLBreaker + "\n    deadLetter: { path: {DL}/a.db, on: [CIRCUIT_OPEN, RETRIES_EXHAUSTED] }", keep: "d0", lazy: true},
+		{yaml: rdDLBreaker + "\n    deadLetter: { path: {DL}/a.db, maxReplays: 1 }", keep: "d3", lazy: true},
+		{yaml: rdDLBreaker + "\n    deadLetter: { path: {DL}/b.db, replayRate: 1 }", keep: "d4", lazy: true},
+		{yaml: rdDLBreaker + "\n    deadLetter: { enabled: false }", keep: "d5", lazy: true},
+		{yaml: rdDLBreaker, keep: "d6", lazy: true},
+	}, true},
 	{"grpc.testing.UnimplementedService", []string{"UnimplementedCall"}, nil, []rdSection{
 		{yaml: "mode: observe\n    circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2 }", keep: "c4"},
 		{yaml: "circuitBreaker: { slidingWindowSize: 4, minimumNumberOfCalls: 2 }", keep: "c4"},
-	}},
+	}, false},
 }
+
+const rdDLBreaker = "circuitBreaker: { slidingWindowSize: 2, minimumNumberOfCalls: 2, waitDurationInOpenState: 4s, permittedNumberOfCallsInHalfOpenState: 1 }"
 
 const rdBase = "defaults:\n  adaptiveThrottling: { enabled: false }\n  retry: { enabled: false }\n  circuitBreaker: { enabled: false }\n" +
 	"retryThrottling: { maxTokens: 1000, tokenRatio: 1 }\nservices:\n"
@@ -160,7 +200,7 @@ func rdYAML(svcs []rdService, pick []int) string {
 	return b.String()
 }
 
-func rdScript(r *rand.Rand, svcs []rdService, n int) []rdCall {
+func rdScript(r *rand.Rand, svcs []rdService, n int, before bool) []rdCall {
 	cs := []codes.Code{codes.OK, codes.OK, codes.NotFound, codes.Internal, codes.Unavailable, codes.Unavailable}
 	delays := []int{0, 0, 0, 1201, 2503}
 	gaps := []time.Duration{0, 0, 100 * time.Millisecond, time.Second, 6 * time.Second, 25 * time.Second}
@@ -174,6 +214,9 @@ func rdScript(r *rand.Rand, svcs []rdService, n int) []rdCall {
 		}
 		if r.IntN(4) == 0 {
 			c.burst, c.delay = 2+r.IntN(5), 301+r.IntN(3)*1000
+		}
+		if before && svc.okBefore {
+			c.code, c.delay, c.burst, c.stream, c.method = int(codes.OK), 0, 0, false, svc.methods[0]
 		}
 		// A jitter of a few microseconds keeps a call clear of a timer due
 		// at the same instant (httpmw's differential test says why).
@@ -191,6 +234,7 @@ type rdChain struct {
 	back     *rdBackend
 	obs      *resiliencetest.Observer
 	released *rdReleases
+	dir      string // the dead-letter stores' ({DL} in the YAML)
 }
 
 type rdReleases struct {
@@ -220,7 +264,8 @@ func (rr rdRecorder) Release() {
 
 func newRDChain(t *testing.T, yaml string, server bool) *rdChain {
 	t.Helper()
-	d := &rdChain{back: &rdBackend{}, obs: &resiliencetest.Observer{}, released: &rdReleases{}}
+	d := &rdChain{back: &rdBackend{n: map[string]int64{}}, obs: &resiliencetest.Observer{}, released: &rdReleases{}, dir: t.TempDir()}
+	yaml = strings.ReplaceAll(yaml, "{DL}", d.dir)
 	o := resilience.ObserverFunc(func(src resilience.Source) resilience.Recorder {
 		return rdRecorder{Recorder: d.obs.Attach(src), r: d.released, name: src.Kind.String() + " " + src.Name}
 	})
@@ -260,6 +305,14 @@ func newRDChain(t *testing.T, yaml string, server bool) *rdChain {
 		}
 	})
 	return d
+}
+
+// breaker returns key's breaker (none on a server).
+func (d *rdChain) breaker(key string) (*circuitbreaker.Breaker, bool) {
+	if d.chain == nil {
+		return nil, false
+	}
+	return d.chain.Breaker(key)
 }
 
 func (d *rdChain) reload(cfg *grpcmw.Config) error {
@@ -306,7 +359,7 @@ func (d *rdChain) one(c rdCall) string {
 	ctx := context.Background()
 	req := &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: []byte(fmt.Sprintf("%d %d", c.code, c.delay))}}
 	full := "/" + c.svc + "/" + c.method
-	before, start := d.back.n.Load(), time.Now()
+	before, start := d.back.attempts(c.svc), time.Now()
 	var err error
 	if c.stream {
 		err = rdStream(ctx, d.conn, full, req)
@@ -318,13 +371,16 @@ func (d *rdChain) one(c rdCall) string {
 	// error it wraps (gRPC words a cancelled attempt's end in more than one
 	// way, by a race of its own).
 	msg, _, _ := strings.Cut(st.Message(), ": rpc error")
+	msg = rdReplayID.ReplaceAllString(msg, "replay id …") // random
 	res := st.Code().String() + " " + grpcmw.RejectionReason(err) + " " + strconv.Quote(msg)
 	took := time.Since(start)
 	if c.burst > 1 {
 		return fmt.Sprintf("%s: %s in %v", full, res, took)
 	}
-	return fmt.Sprintf("%s: %s after %d attempts in %v", full, res, d.back.n.Load()-before, took)
+	return fmt.Sprintf("%s: %s after %d attempts in %v", full, res, d.back.attempts(c.svc)-before, took)
 }
+
+var rdReplayID = regexp.MustCompile(`replay id [0-9a-f]+`)
 
 // rdStream makes a streaming call (bidirectional for FullDuplexCall, else
 // server-streaming), sends req, and reads the stream to its end.
@@ -431,7 +487,7 @@ func rdReloadDiff(t *testing.T, svcs []rdService, server bool, from, seeds int) 
 		if invalid {
 			copy(b, a)
 		}
-		pre, post := rdScript(r, svcs, 14), rdScript(r, svcs, 18)
+		pre, post := rdScript(r, svcs, 14, true), rdScript(r, svcs, 18, false)
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				final := b
@@ -454,7 +510,7 @@ func rdReloadDiff(t *testing.T, svcs []rdService, server bool, from, seeds int) 
 					}
 				}
 				if invalid {
-					bad, err := grpcmw.ParseConfig([]byte(rdYAML(svcs, a)))
+					bad, err := grpcmw.ParseConfig([]byte(strings.ReplaceAll(rdYAML(svcs, a), "{DL}", x.dir)))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -470,6 +526,11 @@ func rdReloadDiff(t *testing.T, svcs []rdService, server bool, from, seeds int) 
 				}
 				if back {
 					rdReload(t, x, rdYAML(svcs, a))
+				}
+				for _, s := range svcs {
+					if cb, ok := x.breaker(s.name); ok && s.okBefore && !kept[s.name] {
+						cb.Reset()
+					}
 				}
 				if gone := x.released.take(); slices.Equal(a, b) && !back && len(gone) > 0 {
 					t.Errorf("a reload that changed nothing released the gauges of %q", gone)
@@ -519,7 +580,7 @@ func rdReloadDiff(t *testing.T, svcs []rdService, server bool, from, seeds int) 
 
 func rdReload(t *testing.T, d *rdChain, yaml string) {
 	t.Helper()
-	cfg, err := grpcmw.ParseConfig([]byte(yaml))
+	cfg, err := grpcmw.ParseConfig([]byte(strings.ReplaceAll(yaml, "{DL}", d.dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
