@@ -271,3 +271,73 @@ func TestARetryAfterAReloadGoesThroughThePoliciesItsCallStartedWith(t *testing.T
 		})
 	}
 }
+
+// A hedged call in flight when a reload forces its kept breaker open: the
+// breaker is the same instance (reload.md), so the hedge that comes due
+// after the reload is refused by it and never sent, and the copy in flight
+// goes on and answers the call (hedging.md: a meshless rejection is never
+// hedged, the copies in flight go on). For a unary call and a hedged
+// server stream.
+func TestAHedgeAfterAReloadForcesTheBreakerOpenIsRefusedAndTheCopyInFlightAnswers(t *testing.T) {
+	const base = "defaults:\n  adaptiveThrottling: { enabled: false }\n  retry: { enabled: false }\n  timeout: { perAttempt: 1h, overall: 2h }\n" +
+		"  hedging: { maxAttempts: 2, hedgingDelay: 500ms }\n"
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream %v", stream), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				release := make(chan struct{})
+				f := new(faultServer)
+				f.setUnary(func(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+					select {
+					case <-release:
+						return &testgrpc.SimpleResponse{}, nil
+					case <-ctx.Done():
+						return nil, status.FromContextError(ctx.Err()).Err()
+					}
+				})
+				f.setStream(func(_ *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error {
+					select {
+					case <-release:
+						return s.Send(&testgrpc.StreamingOutputCallResponse{})
+					case <-s.Context().Done():
+						return status.FromContextError(s.Context().Err()).Err()
+					}
+				})
+				client, chain, stop := inBubble(t, f, base+"  circuitBreaker: {}\n")
+				defer stop()
+				ctx := context.Background()
+				done := make(chan error, 1)
+				go func() {
+					if !stream {
+						_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+						done <- err
+						return
+					}
+					s, err := client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+					for err == nil { // read to the end: the stream is done with
+						_, err = s.Recv()
+					}
+					if err == io.EOF {
+						err = nil
+					}
+					done <- err
+				}()
+				time.Sleep(100 * time.Millisecond)
+				synctest.Wait()
+				reload(t, chain, base+"  circuitBreaker: { mode: FORCED_OPEN }\n")
+				time.Sleep(time.Second) // the hedge comes due
+				synctest.Wait()
+				if n := f.calls.Load(); n != 1 {
+					t.Errorf("the server saw %d copies, want the first only (the hedge refused by the breaker)", n)
+				}
+				close(release)
+				if err := <-done; err != nil {
+					t.Errorf("the call: %v, want the copy in flight's answer", err)
+				}
+				cb, _ := chain.Breaker(testService)
+				if m := cb.Metrics(); m.NotPermittedCalls != 1 {
+					t.Errorf("the breaker refused %d calls, want the hedge", m.NotPermittedCalls)
+				}
+			})
+		})
+	}
+}
