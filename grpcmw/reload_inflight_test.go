@@ -341,3 +341,57 @@ func TestAHedgeAfterAReloadForcesTheBreakerOpenIsRefusedAndTheCopyInFlightAnswer
 		})
 	}
 }
+
+// A call waiting for a rate limiter's permit when a reload changes the
+// limiter waits on the old one (reload.md) and is admitted at its next
+// period, while the key's next call, under B, takes the new limiter's
+// full period at once; after B and back to A with no call between, A's
+// limiter is kept with what its period spent.
+func TestACallWaitingOnARateLimiterAcrossAReloadWaitsOnTheOldOne(t *testing.T) {
+	const base = "defaults:\n  adaptiveThrottling: { enabled: false }\n  retry: { enabled: false }\n  timeout: { perAttempt: 1h, overall: 2h }\n"
+	const yamlA = base + "  rateLimiter: { limitForPeriod: 1, limitRefreshPeriod: 10s, timeoutDuration: 20s }\n"
+	const yamlB = base + "  rateLimiter: { limitForPeriod: 5, limitRefreshPeriod: 10s, timeoutDuration: 20s }\n"
+	for _, back := range []bool{false, true} {
+		t.Run(fmt.Sprintf("back to A %v", back), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := new(faultServer)
+				f.setUnary(func(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+					return &testgrpc.SimpleResponse{}, nil
+				})
+				client, chain, stop := inBubble(t, f, yamlA)
+				defer stop()
+				ctx := context.Background()
+				call := func() (string, time.Duration) {
+					start := time.Now()
+					_, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+					return outcome(err), time.Since(start)
+				}
+				if got, _ := call(); got != "OK" {
+					t.Fatalf("the first call: %s", got)
+				}
+				type res struct {
+					out  string
+					took time.Duration
+				}
+				waiting := make(chan res, 1)
+				go func() { o, d := call(); waiting <- res{o, d} }()
+				time.Sleep(time.Second)
+				synctest.Wait() // it waits for the limiter's next period
+				reload(t, chain, yamlB)
+				want, wantTook := "OK", time.Duration(0)
+				if back {
+					reload(t, chain, yamlA)
+					// A's limiter, kept: its period spent, the next one the
+					// waiting call's, so the one after (at 20s).
+					want, wantTook = "OK", 19*time.Second
+				}
+				if got, took := call(); got != want || took != wantTook {
+					t.Errorf("a call after the reload: %s in %v, want %s in %v", got, took, want, wantTook)
+				}
+				if r := <-waiting; r.out != "OK" || r.took != 10*time.Second {
+					t.Errorf("the call waiting across the reload: %s in %v, want OK at the old limiter's next period (10s)", r.out, r.took)
+				}
+			})
+		})
+	}
+}
