@@ -207,8 +207,9 @@ type Config struct {
 	// MaxBytes bounds the encoded size of a key's entries, waiting and
 	// parked (`maxBytes`). Default 64 MiB.
 	MaxBytes int64
-	// MaxAge is how long an entry may wait; past it, it is expired (counted
-	// and dropped) instead of replayed (`maxAge`). Default 24h.
+	// MaxAge is how long an entry may wait: one whose turn comes when it
+	// has waited MaxAge or longer is expired (counted and dropped) instead
+	// of replayed (`maxAge`). Default 24h.
 	MaxAge time.Duration
 	// MaxReplays is how many failed replays park an entry (`maxReplays`).
 	// Default 5.

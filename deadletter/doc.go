@@ -51,7 +51,8 @@
 //     Config.MaxReplays failed replays the entry is parked: it waits for an
 //     operator ([Queue.Requeue], [Queue.Purge]) and no longer blocks the
 //     key.
-//   - An entry older than Config.MaxAge is expired instead of replayed.
+//   - An entry that has waited Config.MaxAge or longer is expired instead
+//     of replayed.
 //
 // # Delivery
 //

@@ -141,8 +141,8 @@ func (q *Queue) round(ks *keyState) time.Duration {
 	}
 }
 
-// tooOld reports whether e is past maxAge. An entry stamped more than
-// maxAge ahead of the clock (a store's hostile or skewed content) could
+// tooOld reports whether e has waited maxAge or longer. An entry stamped
+// more than maxAge ahead of the clock (a store's hostile or skewed content) could
 // never expire: it is too old as well.
 func (q *Queue) tooOld(e Entry) bool {
 	age := q.clock.Now().Sub(e.Enqueued)
