@@ -213,3 +213,44 @@ func TestATimeBasedWindowForgetsAtItsSize(t *testing.T) {
 		})
 	}
 }
+
+// TestAProbeIsSettledWhenItsContextEnds: a half-open probe whose deadline
+// passes (the per-attempt timeout) is a failure then, re-opening the
+// breaker at that moment, with no maxWaitDurationInHalfOpenState; one its
+// caller cancels gives its place back at once.
+func TestAProbeIsSettledWhenItsContextEnds(t *testing.T) {
+	const win = "slidingWindowSize: 4, minimumNumberOfCalls: 4, failureRateThreshold: 50, waitDurationInOpenState: 1s, permittedNumberOfCallsInHalfOpenState: 1"
+	base := "adaptiveThrottling: { enabled: false }\nretry: { maxAttempts: 1 }"
+	forTiming(t, func(t *testing.T, tr string, lv tLevel) {
+		yml := tYAML(tr, lv, base, "timeout", "perAttempt: 500ms, overall: 3s", "perAttempt: 2s, overall: 3s")
+		yml = strings.Replace(yml, "defaults:\n", "defaults:\n  circuitBreaker: { "+win+" }\n", 1)
+		inTiming(t, tr, lv, yml, func(t *testing.T, r tRig) {
+			tOpen(t, r)
+			sleepTo(time.Now(), time.Second)
+			// A probe its caller cancels after 100ms: its place comes back.
+			ctx, cancel := context.WithCancel(context.Background())
+			r.b.set(tOK, time.Hour)
+			done := make(chan string)
+			go func() { done <- r.call(ctx) }()
+			time.Sleep(100 * time.Millisecond)
+			cancel()
+			<-done
+			synctest.Wait()
+			if s := r.state(); s != "HALF_OPEN" {
+				t.Fatalf("after a cancelled probe: %s, want HALF_OPEN", s)
+			}
+			// A probe that times out: a failure at its deadline.
+			start := time.Now()
+			go func() { done <- r.call(context.Background()) }()
+			sleepTo(start, 500*time.Millisecond-time.Millisecond)
+			if s := r.state(); s != "HALF_OPEN" {
+				t.Fatalf("1ms before the probe's deadline: %s, want HALF_OPEN", s)
+			}
+			sleepTo(start, 500*time.Millisecond)
+			if s := r.state(); s != "OPEN" {
+				t.Fatalf("at the probe's deadline: %s, want OPEN", s)
+			}
+			<-done
+		})
+	})
+}

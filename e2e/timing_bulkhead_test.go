@@ -73,3 +73,41 @@ func TestAdaptiveBulkheadLimitsAsDocumented(t *testing.T) {
 		})
 	}
 }
+
+// TestABulkheadWaitsMaxWaitDuration: with its places taken, a call waits
+// maxWaitDuration for one, fixed or adaptive, and is refused at that
+// moment, not before; a place given back within it admits the call.
+func TestABulkheadWaitsMaxWaitDuration(t *testing.T) {
+	for _, keys := range []string{"maxConcurrentCalls: 2, maxWaitDuration: 300ms", "adaptive: { maxLimit: 2 }, maxWaitDuration: 300ms"} {
+		t.Run(keys, func(t *testing.T) {
+			forTiming(t, func(t *testing.T, tr string, lv tLevel) {
+				inTiming(t, tr, lv, tYAML(tr, lv, tBulkheadBase, "bulkhead", keys, "maxConcurrentCalls: 3, maxWaitDuration: 1s"), func(t *testing.T, r tRig) {
+					start := time.Now()
+					r.b.set(tOK, 500*time.Millisecond) // the two first calls end at 500ms
+					var calls sync.WaitGroup
+					defer calls.Wait()
+					got := make([]string, 4)
+					at := make([]time.Duration, 4)
+					for i, when := range []time.Duration{0, 0, 100 * time.Millisecond, 250 * time.Millisecond} {
+						sleepTo(start, when)
+						calls.Go(func() {
+							got[i] = r.call(context.Background())
+							at[i] = time.Since(start)
+						})
+						synctest.Wait()
+					}
+					calls.Wait()
+					// The third waits from 100ms, refused at 400ms; the
+					// fourth from 250ms gets the place freed at 500ms, and
+					// answers at 1s.
+					want := []string{"ok 500ms", "ok 500ms", "rejected:BULKHEAD_FULL 400ms", "ok 1s"}
+					for i := range got {
+						if s := got[i] + " " + at[i].String(); s != want[i] {
+							t.Errorf("call %d: %s, want %s", i, s, want[i])
+						}
+					}
+				})
+			})
+		})
+	}
+}
