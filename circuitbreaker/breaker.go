@@ -22,6 +22,7 @@ func init() {
 		return br.config().SlowCallDurationThreshold, br.rec != nil
 	}
 	breakerhooks.OnClosed = func(b any, f func()) { b.(*Breaker).onClosed.Store(&f) }
+	breakerhooks.Reclosed = func(b any) *atomic.Uint64 { return &b.(*Breaker).reclosed }
 }
 
 // Breaker is a circuit breaker with Resilience4j's semantics: a count- or
@@ -39,6 +40,7 @@ type Breaker struct {
 
 	coord    atomic.Pointer[coord.Coordination] // cluster mode (cluster.go); nil alone
 	onClosed atomic.Pointer[func()]             // breakerhooks.OnClosed; nil: none
+	reclosed atomic.Uint64                      // breakerhooks.Reclosed
 }
 
 // period is one stay in a state. A new period starts at every transition;
@@ -385,6 +387,9 @@ func (b *Breaker) transitionWaitLocked(from *period, to State, reason Reason, re
 	next := b.newPeriodWaitLocked(to, reopens, wait)
 	if to == StateOpen {
 		next.frozen, next.frozenMin = from.counts(b)
+	}
+	if to == StateClosed && (from.state == StateOpen || from.state == StateHalfOpen || from.state == StateForcedOpen) {
+		b.reclosed.Add(1) // before the state: see breakerhooks.Reclosed
 	}
 	b.cur.Store(next)
 	return resilience.Event{Type: resilience.EventTransition, From: from.state, To: to, Reason: reason}

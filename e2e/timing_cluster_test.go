@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -26,6 +27,8 @@ import (
 	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/httpmw"
 	"github.com/meshless/meshless/internal/redistest"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
 // cPod is one instance of the client.
@@ -44,7 +47,7 @@ func (p cPod) state() string {
 
 // cPods starts n pods of transport from yml against one backend that
 // fails while fail is set.
-func cPods(t *testing.T, transport, yml string, n int, fail *atomic.Bool) []cPod {
+func cPods(t *testing.T, transport, yml string, n int, fail *atomic.Bool, clk resilience.Clock) []cPod {
 	t.Helper()
 	var pods []cPod
 	if transport == "grpc" {
@@ -62,7 +65,11 @@ func cPods(t *testing.T, transport, yml string, n int, fail *atomic.Bool) []cPod
 			t.Fatal(err)
 		}
 		for range n {
-			chain, err := grpcmw.New(cfg)
+			var opts []grpcmw.Option
+			if clk != nil {
+				opts = append(opts, grpcmw.WithClock(clk))
+			}
+			chain, err := grpcmw.New(cfg, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +108,11 @@ func cPods(t *testing.T, transport, yml string, n int, fail *atomic.Bool) []cPod
 		t.Fatal(err)
 	}
 	for range n {
-		chain, err := httpmw.New(cfg)
+		var opts []httpmw.Option
+		if clk != nil {
+			opts = append(opts, httpmw.WithClock(clk))
+		}
+		chain, err := httpmw.New(cfg, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +185,7 @@ cluster: { redis: { addr: %q }, namespace: %s, syncInterval: 1h, decideOn: %s }
 				var fail atomic.Bool
 				// Two pods, 3 failures each: below minimumNumberOfCalls
 				// alone, 100 % of 6 together.
-				pods := cPods(t, tr, yml("sum-"+c.decideOn+"-"+tr), 2, &fail)
+				pods := cPods(t, tr, yml("sum-"+c.decideOn+"-"+tr), 2, &fail, nil)
 				fail.Store(true)
 				for _, p := range pods {
 					for range 3 {
@@ -190,7 +201,7 @@ cluster: { redis: { addr: %q }, namespace: %s, syncInterval: 1h, decideOn: %s }
 				// One pod fails 6 calls after the other's 14 successes: its
 				// own window is at 100 %, the sum at 30 %.
 				fail.Store(false)
-				pods = cPods(t, tr, yml("alone-"+c.decideOn+"-"+tr), 2, &fail)
+				pods = cPods(t, tr, yml("alone-"+c.decideOn+"-"+tr), 2, &fail, nil)
 				for range 14 {
 					pods[1].call()
 				}
@@ -208,5 +219,90 @@ cluster: { redis: { addr: %q }, namespace: %s, syncInterval: 1h, decideOn: %s }
 				}
 			})
 		}
+	}
+}
+
+// TestAClusterCloseStartsTheThrottlerAfresh: when a pod's breaker closes
+// because another pod's probes passed (a close that reaches it through
+// the cluster), its throttler starts afresh, as when its own probes pass
+// (docs/overload.md: "when the breaker closes, its probes having passed,
+// the throttler starts afresh"; docs/cluster.md). Both pods' calls fail
+// during the outage (B's below its breaker's minimum), so that their
+// throttlers hold them back; A's open reaches B, the pod that leased the
+// probe closes the breaker, and the other learns the close at its next
+// sync.
+func TestAClusterCloseStartsTheThrottlerAfresh(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, tr := range []string{"grpc", "http"} {
+		t.Run(tr, func(t *testing.T) {
+			yml := fmt.Sprintf(`
+defaults:
+  adaptiveThrottling: { window: 1h, minimumRequests: 5 }
+  circuitBreaker: { slidingWindowSize: 10, minimumNumberOfCalls: 10, failureRateThreshold: 100, waitDurationInOpenState: 30s, permittedNumberOfCallsInHalfOpenState: 1 }
+  retry: { maxAttempts: 1 }
+  timeout: { enabled: false }
+cluster: { redis: { addr: %q }, namespace: afresh-%s, syncInterval: 1h, decideOn: either }
+`, srv.Addr(), tr)
+			var fail atomic.Bool
+			clk := resiliencetest.NewClock(time.Now())
+			pods := cPods(t, tr, yml, 2, &fail, clk)
+			a, b := pods[0], pods[1]
+			fail.Store(true)
+			throttled := 0
+			for fails := 0; fails < 9 && throttled < 1000; { // below B's breaker's minimum
+				switch b.call() {
+				case tFail:
+					fails++
+				case "rejected:THROTTLED":
+					throttled++
+				}
+			}
+			if throttled == 0 {
+				t.Fatal("B's throttler held nothing back during the outage")
+			}
+			for n := 0; a.state() != "OPEN"; n++ {
+				if n > 1000 {
+					t.Fatal("A's breaker never opened")
+				}
+				a.call()
+			}
+			sync := func() {
+				for _, p := range pods {
+					if err := p.cluster.Sync(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			sync()
+			if s := b.state(); s != "OPEN" {
+				t.Fatalf("B is %s after A opened, want OPEN", s)
+			}
+			clk.Advance(30 * time.Second)
+			sync() // one pod leases the probe (the first to half-open may)
+			fail.Store(false)
+			// Both throttlers hold the outage back; the pod that did not
+			// get the probe sends no call through its throttler until the
+			// close.
+			other := b
+			got := a.call()
+			if got == "rejected:CIRCUIT_OPEN" {
+				other, got = a, b.call()
+			}
+			if got != "OK" && got != "200" {
+				t.Fatalf("the probe got %s", got)
+			}
+			sync()
+			if s, sb := a.state(), b.state(); s != "CLOSED" || sb != "CLOSED" {
+				t.Fatalf("after the probe passed: A %s, B %s, want CLOSED", s, sb)
+			}
+			fail.Store(true)
+			counts := map[string]int{}
+			for range 4 { // below minimumRequests
+				counts[other.call()]++
+			}
+			if counts["rejected:THROTTLED"] != 0 {
+				t.Errorf("the first 4 calls after the close of the pod that sent no probe: %v; its throttler remembered the outage", counts)
+			}
+		})
 	}
 }

@@ -102,3 +102,46 @@ func TestThrottlerKeysActAsDocumented(t *testing.T) {
 		})
 	}
 }
+
+// TestTheThrottlerStandsAsideAndStartsAfreshWithItsBreaker: while the
+// breaker is open or half-open the throttler rejects nothing (the probes
+// reach the backend), and when the breaker closes it starts afresh: its
+// window forgets the outage, however long (docs/overload.md).
+func TestTheThrottlerStandsAsideAndStartsAfreshWithItsBreaker(t *testing.T) {
+	base := `
+circuitBreaker: { slidingWindowSize: 10, minimumNumberOfCalls: 10, failureRateThreshold: 100, waitDurationInOpenState: 1s, maxWaitDurationInOpenState: 0s, permittedNumberOfCallsInHalfOpenState: 6 }
+retry: { maxAttempts: 1 }
+timeout: { enabled: false }`
+	forTiming(t, func(t *testing.T, tr string, lv tLevel) {
+		yml := tYAML(tr, lv, base, "adaptiveThrottling", "window: 1h, minimumRequests: 5", "enabled: false")
+		inTiming(t, tr, lv, yml, func(t *testing.T, r tRig) {
+			// Refusals the breaker counts as successes fill the
+			// throttler's hour-long window; then 10 failures open the
+			// breaker (throttled calls are not in its window).
+			tCount(t, r, 50, tPushback)
+			for n := 0; r.state() != "OPEN"; n++ {
+				if n > 1000 {
+					t.Fatal("the breaker never opened")
+				}
+				r.do(tFail, 0)
+			}
+			sleepTo(time.Now(), time.Second)
+			if s := r.state(); s != "HALF_OPEN" {
+				t.Fatalf("after the open wait: %s", s)
+			}
+			// Six probes reach the backend: a throttler that remembered
+			// would reject each with a chance of 90 %.
+			for i := range 6 {
+				if got := r.do(tOK, 0); got != tOK {
+					t.Fatalf("probe %d got %s, want the backend's answer", i, got)
+				}
+			}
+			if s := r.state(); s != "CLOSED" {
+				t.Fatalf("after 6 good probes: %s", s)
+			}
+			if got := tCount(t, r, 4, tPushback); got["rejected:THROTTLED"] != 0 {
+				t.Errorf("after the close, %d of the first 4 calls (below minimumRequests) throttled: the outage was remembered", got["rejected:THROTTLED"])
+			}
+		})
+	})
+}

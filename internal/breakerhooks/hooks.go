@@ -1,6 +1,9 @@
 package breakerhooks
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // SlowThreshold returns the current slow-call duration threshold of b, a
 // *circuitbreaker.Breaker (it follows Reconfigure), and whether b records
@@ -14,3 +17,10 @@ var SlowThreshold func(b any) (threshold time.Duration, observed bool)
 // call path: a breaker that closes replays its key's dead letters without an
 // observer, which would hear every call.
 var OnClosed func(b any, f func())
+
+// Reclosed returns the count of b's moves to CLOSED from OPEN, HALF_OPEN
+// or FORCED_OPEN (b a *circuitbreaker.Breaker), however they came: its own
+// probes, another instance's close in cluster mode, a manual Reset. It is
+// counted before the state changes, so that a call that sees the breaker
+// CLOSED sees the count of that close too.
+var Reclosed func(b any) *atomic.Uint64

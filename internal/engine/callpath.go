@@ -342,11 +342,10 @@ func (c *Call) admit(ctx context.Context, a *pipeline.Admission, d *deadline.Att
 func (g *throttleGate) EnterAt(ctx context.Context, now time.Time) (context.Context, resilience.Permit, error) {
 	if g.breaker != nil {
 		if s := g.breaker.State(); s == circuitbreaker.StateOpen || s == circuitbreaker.StateHalfOpen || s == circuitbreaker.StateForcedOpen {
-			g.stoodAside.Store(true)
 			return ctx, resilience.Permit{}, nil
 		}
-		if g.stoodAside.Load() && g.stoodAside.CompareAndSwap(true, false) {
-			g.t.Reset()
+		if n := g.reclosed.Load(); n != g.seen.Load() && g.seen.Swap(n) != n {
+			g.t.Reset() // the breaker closed since the last call: see throttleGate
 		}
 	}
 	return g.t.EnterAt(ctx, now)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/internal/breakerhooks"
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/throttler"
@@ -123,12 +124,27 @@ func wire(g resilience.Gate, t Transport) resilience.Gate {
 // backend is back) the throttler stands aside: it admits the attempt and
 // counts nothing. When the breaker closes again, its probes having passed,
 // the throttler starts afresh: it does not hold back, as after an overload,
-// a backend the probes just showed healthy.
+// a backend the probes just showed healthy — whoever sent them: in cluster
+// mode another instance's probes may close the breaker while none of this
+// instance's calls reached the throttler since the open (rejected by the
+// breaker before it), so the gate follows the breaker's count of closes
+// (breakerhooks.Reclosed), not the calls it saw stand aside.
 type throttleGate struct {
-	t          *throttler.Throttler
-	clock      resilience.Clock
-	breaker    *circuitbreaker.Breaker // nil when the key has none
-	stoodAside atomic.Bool
+	t        *throttler.Throttler
+	clock    resilience.Clock
+	breaker  *circuitbreaker.Breaker // nil when the key has none
+	reclosed *atomic.Uint64          // the breaker's closes; nil without one
+	seen     atomic.Uint64           // the closes the throttler has started afresh after
+}
+
+// newThrottleGate is t's gate beside b (nil: none).
+func newThrottleGate(t *throttler.Throttler, clock resilience.Clock, b *circuitbreaker.Breaker) *throttleGate {
+	g := &throttleGate{t: t, clock: clock, breaker: b}
+	if b != nil {
+		g.reclosed = breakerhooks.Reclosed(b)
+		g.seen.Store(g.reclosed.Load())
+	}
+	return g
 }
 
 func (g *throttleGate) Enter(ctx context.Context) (context.Context, resilience.Permit, error) {

@@ -391,7 +391,7 @@ func (e *Engine) throttlerOf(st *state, key string, cfg throttler.Config, b *cir
 	if err != nil {
 		return nil // cannot happen: the configuration was validated
 	}
-	te := &throttlerEntry{cfg: cfg, breaker: b, gate: wire(&throttleGate{t: t, clock: e.opts.Clock, breaker: b}, e.t), by: by}
+	te := &throttlerEntry{cfg: cfg, breaker: b, gate: wire(newThrottleGate(t, e.opts.Clock, b), e.t), by: by}
 	st.throttlers[key] = te
 	return te
 }
