@@ -2,7 +2,9 @@ package grpcmw_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -11,9 +13,11 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshless/meshless/bulkhead"
 	"github.com/meshless/meshless/grpcmw"
 	"github.com/meshless/meshless/internal/ctxtest"
 	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/timeout"
 )
 
 // A call that waited in the bulkhead's queue and got its permit just as
@@ -121,3 +125,54 @@ defaults:
 type recordFunc func(ctx context.Context, e resilience.Event)
 
 func (f recordFunc) Record(ctx context.Context, e resilience.Event) { f(ctx, e) }
+
+// A unary call that waits in the bulkhead's queue until the overall
+// timeout ends is refused with the bulkhead's rejection, as docs/grpc.md
+// ("Deadlines") says: a local rejection the deadline cut stays that
+// rejection. With maxWaitDuration equal to the overall timeout (the wait's
+// own end and the deadline at one instant) or longer, the caller got
+// RESOURCE_EXHAUSTED with the message "overall timeout of 300ms exceeded:
+// bulkhead … is full", an error that also matched timeout.ErrTimeout: the
+// overall timeout marked the rejection as its own.
+func TestABulkheadWaitTheOverallTimeoutEndsStaysTheRejection(t *testing.T) {
+	for _, wait := range []string{"300ms", "400ms"} {
+		t.Run(wait, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				held, release := make(chan struct{}), make(chan struct{})
+				f := new(faultServer)
+				f.setStream(func(*testgrpc.StreamingOutputCallRequest, testgrpc.TestService_StreamingOutputCallServer) error {
+					close(held)
+					<-release
+					return nil
+				})
+				client, _, stop := inBubble(t, f, `
+defaults:
+  circuitBreaker: { enabled: false }
+  retry: { enabled: false }
+  bulkhead: { maxConcurrentCalls: 1, maxWaitDuration: `+wait+` }
+  timeout: { perAttempt: 0s, overall: 300ms }
+`)
+				defer stop()
+				// A stream (which takes no default timeouts) holds the one permit.
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				st, err := client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-held
+				_, err = client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+				s := status.Convert(err)
+				if s.Code() != codes.ResourceExhausted || strings.Contains(s.Message(), "timeout") ||
+					!errors.Is(err, bulkhead.ErrFull) || errors.Is(err, timeout.ErrTimeout) {
+					t.Errorf("the queued call = %v (code %v, ErrTimeout %v), want the bulkhead's rejection alone",
+						err, s.Code(), errors.Is(err, timeout.ErrTimeout))
+				}
+				close(release)
+				if err := st.RecvMsg(new(testgrpc.StreamingOutputCallResponse)); err != io.EOF {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}

@@ -254,8 +254,10 @@ func (c *Call) Reports() bool { return c.plan != nil && c.plan.overallReports }
 // End ends the call at end, with err, its final error, and ctx, the
 // caller's context: it reports the overall timeout's event and returns err
 // as an [*timeout.Error] of the overall timeout when the overall deadline ended the
-// call (an attempt cut at it, or a wait a gate cut there), or err
-// unchanged. Observing (timeout.WithObserve), it reports the call timed out when it
+// call (an attempt cut at it), or err unchanged. A local rejection stays
+// that rejection, also when the deadline cut the gate's wait or the gate's
+// own wait ended with it (docs/grpc.md, "Deadlines"): the event reports the
+// timeout, the caller gets the rejection, its code and its message. Observing (timeout.WithObserve), it reports the call timed out when it
 // took the timeout or longer, and returns err unchanged.
 func (c *Call) End(ctx context.Context, err error, end time.Time) error {
 	p := c.plan
@@ -279,7 +281,7 @@ func (c *Call) End(ctx context.Context, err error, end time.Time) error {
 	if p.overallReports {
 		report(ctx, p.Overall, d, ours)
 	}
-	if ours && !wrapped {
+	if ours && !wrapped && !resilience.IsRejection(err) {
 		return &timeout.Error{Scope: timeout.Overall, Timeout: p.overallD, Err: err}
 	}
 	return err
