@@ -209,6 +209,18 @@ func (a *AttemptDeadline) EndIn(err error, end time.Time, took time.Duration) er
 	return &timeout.Error{Scope: timeout.Attempt, Timeout: p.attemptD, Err: err}
 }
 
+// Within makes the attempt's end ask caller, the call's context, whether
+// the caller's context ended, instead of the context [Call.Attempt] was
+// given: a hedged copy's, which the hedging policy cancels once the call
+// is decided. A copy that ran to its deadline is then that deadline's,
+// whether its own timer or the policy's cancel reached it first (when
+// another copy's end at the same deadline decided the call).
+func (a *AttemptDeadline) Within(caller context.Context) {
+	if a.parent != nil {
+		a.parent = caller
+	}
+}
+
 // Pending reports whether the attempt has a deadline that End has not yet
 // ended: an attempt that panicked before it ended is to be aborted.
 func (a *AttemptDeadline) Pending() bool { return a.parent != nil }

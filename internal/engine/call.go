@@ -156,7 +156,7 @@ func (m *Method) runHedged(ctx context.Context, a Attempt) (int, error) {
 		}
 	}()
 	h := hedgedCalls.Get().(*hedgedCall)
-	h.m, h.p, h.deadlines, h.start, h.a = m, c.p, c.deadlines, c.start, a
+	h.m, h.p, h.deadlines, h.start, h.a, h.caller = m, c.p, c.deadlines, c.start, a, c.ctx
 	h.deadline, _ = c.deadlines.Deadline() // worked out by Begin: a read
 	n, err := hedgehooks.Run(m.hedge, c.ctx, h)
 	// Run returned once every copy had: nothing reads h any more (a call
@@ -185,6 +185,7 @@ type hedgedCall struct {
 	start     time.Time
 	deadline  time.Time // the overall deadline, zero when none (Deadline)
 	a         Attempt
+	caller    context.Context // the call's context, which no copy's end cancels
 
 	firstEnd time.Time   // when the first copy ended, when it ran on the caller's goroutine
 	more     atomic.Bool // a copy after the first was made
@@ -199,7 +200,7 @@ type hedgedCall struct {
 // [Call.FinishCopy]), but copies run at once, so each reads its own times
 // and none records the call's last end.
 func (h *hedgedCall) Copy(ctx context.Context, n int) error {
-	c := Call{m: h.m, p: h.p, deadlines: h.deadlines, start: h.start}
+	c := Call{m: h.m, ctx: h.caller, p: h.p, deadlines: h.deadlines, start: h.start}
 	if n > 1 {
 		h.more.Store(true)
 		return c.hedgedCopy(ctx, h.a, n) // ctx: the policy cancels it
@@ -302,6 +303,7 @@ func (c *Call) hedgedCopy(ctx context.Context, a Attempt, n int) error {
 		return err
 	}
 	defer c.Abort(&adm, &d)
+	d.Within(c.ctx) // one outcome per copy sent: a copy the deadline ended is the deadline's
 	aerr := a.Attempt(actx, n)
 	end, err := c.finish(&adm, &d, aerr)
 	if c.m.e.timed {
