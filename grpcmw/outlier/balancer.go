@@ -134,8 +134,9 @@ type endpoint struct {
 
 	success, failure, slow atomic.Int64 // this interval
 	consecutive            atomic.Int64
-	ejected                atomic.Bool          // written under b.mu
-	cur                    atomic.Pointer[span] // the timed calls picked in the latest tick
+	wokeBy                 atomic.Pointer[settings] // the settings under which its run last woke the balancer
+	ejected                atomic.Bool              // written under b.mu
+	cur                    atomic.Pointer[span]     // the timed calls picked in the latest tick
 
 	// under b.mu
 	multiplier int

@@ -27,10 +27,12 @@ import (
 // its unary calls with code (OK: a response).
 type churnPod struct {
 	testgrpc.UnimplementedTestServiceServer
-	code atomic.Int32
+	code  atomic.Int32
+	calls atomic.Int64
 }
 
 func (p *churnPod) EmptyCall(context.Context, *testgrpc.Empty) (*testgrpc.Empty, error) {
+	p.calls.Add(1)
 	if c := codes.Code(p.code.Load()); c != codes.OK {
 		return nil, status.Error(c, "pod says so")
 	}

@@ -171,9 +171,14 @@ func (e *endpoint) record(st *settings, err error, slow bool) {
 	case resultFailure:
 		e.failure.Add(1)
 		// Wake the balancer at the threshold, and again every threshold
-		// failures after it (in case the cap held the endpoint back).
-		if n := e.consecutive.Add(1); st.consecutive > 0 && n >= st.consecutive &&
-			(n-st.consecutive)%st.consecutive == 0 && !e.ejected.Load() {
+		// failures after it (in case the cap held the endpoint back); and
+		// at the first failure past it under new settings: a threshold a
+		// reload lowered below the run ejects at the next failure, as
+		// grpc-go's outlierdetection judges the counts it has by the config
+		// in force at its next evaluation.
+		if n := e.consecutive.Add(1); st.consecutive > 0 && n >= st.consecutive && !e.ejected.Load() &&
+			((n-st.consecutive)%st.consecutive == 0 || e.wokeBy.Load() != st) {
+			e.wokeBy.Store(st)
 			e.b.wake()
 		}
 	}
