@@ -90,6 +90,7 @@ type repair struct {
 	key, want, found, put string
 	px                    int64
 	why                   string
+	far                   bool // an open past this instance's longest wait, not garbage
 }
 
 // repairs runs the repairs an exchange found, each a conditional script on
@@ -109,27 +110,31 @@ func (c *Cluster) repairs(ctx context.Context, list []repair) error {
 }
 
 // logRepair logs the first repair as a warning (a namespace holding what no
-// instance writes has another writer, or a pod whose clock is off), and the
-// others at debug level.
+// instance writes has another writer; an open past the longest wait, a pod
+// whose clock runs ahead or whose wait is longer), and the others at debug
+// level.
 func (c *Cluster) logRepair(r repair) {
 	level := slog.LevelDebug
 	if c.repaired.CompareAndSwap(false, true) {
 		level = slog.LevelWarn
 	}
-	c.o.logger.Log(context.Background(), level,
-		"meshless cluster: repaired a key of the namespace that held what no instance writes; further repairs are logged at debug level",
-		"namespace", c.ns, "key", r.key, "problem", r.why)
+	msg := "meshless cluster: repaired a key of the namespace that held what no instance writes; further repairs are logged at debug level"
+	if r.far {
+		msg = "meshless cluster: repaired an open record ending past this pod's longest open wait (written by a pod whose clock runs ahead of this one's or whose open wait is longer, or by another writer); further repairs are logged at debug level"
+	}
+	c.o.logger.Log(context.Background(), level, msg, "namespace", c.ns, "key", r.key, "problem", r.why)
 }
 
-// claimed reads claimOpen's reply: the record in force, and whether the
-// claim replaced what no instance writes.
-func claimed(res []any) (v string, replaced bool) {
+// claimed reads claimOpen's reply: the record in force, and what the claim
+// replaced: 1 what no instance writes, 2 an open past the longest wait,
+// else 0.
+func claimed(res []any) (v string, replaced int64) {
 	if len(res) != 2 {
-		return "", false
+		return "", 0
 	}
 	v, _ = res[0].(string)
-	n, _ := res[1].(int64)
-	return v, n == 1
+	replaced, _ = res[1].(int64)
+	return v, replaced
 }
 
 // longestWait is the longest open wait cfg's breaker sets itself: an open

@@ -59,7 +59,8 @@ return n
 
 // claimOpen sets the open key unless an open still in force holds it, and
 // then publishes it; it returns the value in force, and 1 when it replaced
-// what no instance writes (else 0). An open in force is a well-formed
+// what no instance writes, 2 an open ending past latestMs (its writer's
+// clock runs ahead, or its wait is longer: no garbage), else 0. An open in force is a well-formed
 // record whose end is after nowMs and no later than latestMs (the
 // claimer's longest open wait and one sync interval of clock skew from
 // now): anything else in the key (another type, garbage, an end no
@@ -75,7 +76,8 @@ if t == 'string' then
   local u, r
   if #v <= 256 then u, r = string.match(v, '^(%d+) (%d+) %S+ %S+$') end
   u, r = tonumber(u), tonumber(r)
-  if not u or r > 64 or u > tonumber(ARGV[6]) then bad = 1
+  if not u or r > 64 then bad = 1
+  elseif u > tonumber(ARGV[6]) then bad = 2
   elseif u > tonumber(ARGV[3]) then return {v, 0} end
 elseif t ~= 'none' then
   bad = 1

@@ -372,7 +372,7 @@ func (c *Cluster) readOpen(e *entry, key, v string, now int64, fix []repair) []r
 		// bound, an end by this clock, it was over for the instances whose
 		// clocks run minutes ahead of this one's, and every pod that learns
 		// an open from the record did not open.
-		fix = append(fix, repair{key: key, want: "string", found: v, put: v, px: end - now, why: "an open past the longest wait"})
+		fix = append(fix, repair{key: key, want: "string", found: v, put: v, px: end - now, why: "an open past the longest wait", far: true})
 	}
 	return fix
 }
@@ -472,8 +472,11 @@ func (c *Cluster) act(ctx context.Context, e *entry, d *deadline) error {
 			return c.tooSlow()
 		}
 		v, replaced := claimed(res)
-		if replaced {
+		switch replaced {
+		case 1:
 			c.logRepair(repair{key: key, why: "claimed over what no instance writes"})
+		case 2:
+			c.logRepair(repair{key: key, why: "claimed over an open past the longest wait", far: true})
 		}
 		if won, ok := decodeOpening(v); ok && won.instance != c.o.instance && won.until != until {
 			c.adopt(e, won, now.UnixMilli()) // another instance opened first: probe when it does
