@@ -241,6 +241,11 @@ func (a *Attempts) wait(d time.Duration, ctxErr bool) bool {
 
 func init() {
 	retryhooks.WaitOrEnd = func(a any, d time.Duration) bool { return a.(*Attempts).wait(d, true) }
+	retryhooks.Stop = func(a any, err error) {
+		if at := a.(*Attempts); !at.over {
+			at.finish(err, ReasonNotRetryable)
+		}
+	}
 }
 
 // verdict judges a failed attempt's error before the attempt count and the

@@ -41,6 +41,7 @@ type Call struct {
 	p         *pipeline.Pipeline
 	att       retry.Attempts
 	hasAtt    bool
+	between   bool      // the last attempt was told to att, and the next is not admitted yet
 	start     time.Time // when the call began: its first attempt's start
 	last      time.Time // when its last attempt ended (sequential calls)
 }
@@ -130,7 +131,11 @@ func (c *Call) FinishCopy(a *pipeline.Admission, d *deadline.AttemptDeadline, er
 // call is then over for the attempt policy, with the context's error, the
 // error Run returns and a stream ends with: the caller gave up, so the
 // policy's "retry done" event agrees with the call's own record).
-func (c *Call) Wait(d time.Duration) bool { return retryhooks.WaitOrEnd(&c.att, d) }
+func (c *Call) Wait(d time.Duration) bool {
+	ok := retryhooks.WaitOrEnd(&c.att, d)
+	c.between = c.between && ok
+	return ok
+}
 
 // Done reports the result of the call's last attempt when it can no longer
 // be retried (a stream that committed), and ends the attempt policy's call.
@@ -403,7 +408,11 @@ func (c *Call) endPanicked(end time.Time) {
 // retried, and the call as End ends one that failed with
 // resilience.ErrPanicked now (endPanicked). Call it instead of End.
 func (c *Call) EndPanicked() {
-	c.Done(resilience.ErrPanicked)
+	if c.between { // between attempts (Next or Wait panicked): each made is counted
+		retryhooks.Stop(&c.att, resilience.ErrPanicked)
+	} else {
+		c.Done(resilience.ErrPanicked)
+	}
 	c.endPanicked(time.Time{})
 }
 

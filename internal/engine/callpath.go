@@ -325,6 +325,9 @@ func (c *Call) attempt(ctx context.Context, a Attempt, n int) error {
 // admit is Admit into d, a zero AttemptDeadline, which it fills once the
 // gates admitted the attempt.
 func (c *Call) admit(ctx context.Context, a *pipeline.Admission, d *deadline.AttemptDeadline, n int) (context.Context, error) {
+	if c.between { // read only, but after Next: a hedged stream's copies admit at once
+		c.between = false
+	}
 	now := c.start
 	if n > 1 {
 		now = c.m.e.now()
@@ -486,7 +489,10 @@ func (c *Call) Next(err error) (time.Duration, bool) {
 	if !c.hasAtt {
 		return 0, false
 	}
-	return c.att.Next(err)
+	c.between = true
+	wait, again := c.att.Next(err)
+	c.between = again
+	return wait, again
 }
 
 // deferCall keeps the call in its key's dead-letter queue when err is one
