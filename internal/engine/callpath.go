@@ -275,6 +275,11 @@ func (c *Call) retried(a Attempt) (int, error) { return c.retry(a, 1, c.attempt(
 // caller gave up, as gRPC's own retry and net/http report it, and the
 // backend's last answer, already counted, is not repeated as the call's.
 func (c *Call) retry(a Attempt, n int, err error) (int, error) {
+	defer func() {
+		if c.between { // Next or Wait panicked (an attempt that panics ends the call itself)
+			c.EndPanicked()
+		}
+	}()
 	var last error
 	for {
 		wait, again := c.Next(err)
@@ -489,7 +494,7 @@ func (c *Call) Next(err error) (time.Duration, bool) {
 	if !c.hasAtt {
 		return 0, false
 	}
-	c.between = true
+	c.between = err != nil // a success ends the call: Next(nil) is no retry's, as runPlain's
 	wait, again := c.att.Next(err)
 	c.between = again
 	return wait, again
