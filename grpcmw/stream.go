@@ -410,7 +410,7 @@ func (s *streamState) failedLocked(err error) (_ error, again bool) {
 	}
 	s.settleLocked(err)
 	for {
-		wait, again := s.call.Next(aerr)
+		wait, again := s.nextLocked(aerr)
 		if !again {
 			s.endLocked(err)
 			return err, false
@@ -421,7 +421,7 @@ func (s *streamState) failedLocked(err error) (_ error, again bool) {
 		// it also cuts the wait short.
 		s.waiting = true
 		s.mu.Unlock()
-		ok := s.call.Wait(wait)
+		ok := s.waitUnlocked(wait)
 		s.mu.Lock()
 		s.waiting = false
 		s.over.Broadcast()

@@ -1,6 +1,8 @@
 package grpcmw
 
 import (
+	"time"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -53,4 +55,39 @@ func (s *streamState) panickedLocked() {
 	}
 	s.ended = true
 	s.call.EndPanicked()
+}
+
+// nextLocked is the call's Next; when it panics (an observer told of the
+// retry), the stream ends as a call that panics and s.mu is released on
+// the panic's way up. Called with s.mu held.
+func (s *streamState) nextLocked(err error) (time.Duration, bool) {
+	returned := false
+	defer func() {
+		if !returned {
+			s.panickedLocked()
+			s.mu.Unlock()
+		}
+	}()
+	wait, again := s.call.Next(err)
+	returned = true
+	return wait, again
+}
+
+// waitUnlocked is the call's Wait, run without s.mu while s.waiting is
+// set; when it panics (the backoff's clock), the stream ends as a call
+// that panics, on the panic's way up.
+func (s *streamState) waitUnlocked(d time.Duration) bool {
+	returned := false
+	defer func() {
+		if !returned {
+			s.mu.Lock()
+			s.waiting = false
+			s.over.Broadcast()
+			s.panickedLocked()
+			s.mu.Unlock()
+		}
+	}()
+	ok := s.call.Wait(d)
+	returned = true
+	return ok
 }
