@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,12 @@ func (p phase) String() string { return phases[p] }
 // api is a local stand-in for a weather API: GET /v1/current/{city}
 // answers a small JSON forecast, or fails or hangs as its phase says. It
 // counts the requests of each caller (the X-Caller header) per phase.
+//
+// A request's phase is the one its user sent it in (the X-Phase header,
+// which the services pass on), not the one the API is in when it arrives:
+// a request sent just before a phase ends can reach the API after the next
+// one began (a busy machine, a retry), and answered by the next phase it
+// would show as a give-up or a failure its own phase did not have.
 type api struct {
 	srv   *httptest.Server
 	hang  time.Duration
@@ -44,8 +51,21 @@ func newAPI(hang time.Duration) *api {
 
 func (a *api) set(p phase) { a.phase.Store(int32(p)) }
 
+// phaseHeader carries, from the user through the service to the API, the
+// phase the user sent its request in.
+const phaseHeader = "X-Phase"
+
+// phaseOf is the phase r was sent in: its X-Phase header if that names a
+// phase, else the API's current one.
+func (a *api) phaseOf(r *http.Request) phase {
+	if p, err := strconv.Atoi(r.Header.Get(phaseHeader)); err == nil && p >= 0 && p < len(phases) {
+		return phase(p)
+	}
+	return phase(a.phase.Load())
+}
+
 func (a *api) current(w http.ResponseWriter, r *http.Request) {
-	p := phase(a.phase.Load())
+	p := a.phaseOf(r)
 	a.mu.Lock()
 	counts := a.reqs[r.Header.Get("X-Caller")]
 	if counts == nil {

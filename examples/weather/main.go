@@ -158,8 +158,13 @@ func run(length time.Duration, rate int, patience, hang time.Duration) error {
 	users := &http.Client{Timeout: patience, Transport: &http.Transport{MaxIdleConnsPerHost: 1000}}
 	defer users.CloseIdleConnections()
 	call := func(m string, p phase) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+children[m].addr+"/weather?city=lisbon", nil)
+		if err != nil {
+			panic(err) // a constant URL
+		}
+		req.Header.Set(phaseHeader, strconv.Itoa(int(p)))
 		t0 := time.Now()
-		resp, err := users.Get("http://" + children[m].addr + "/weather?city=lisbon")
+		resp, err := users.Do(req)
 		d := time.Since(t0)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body) //nolint:errcheck
@@ -209,9 +214,10 @@ func run(length time.Duration, rate int, patience, hang time.Duration) error {
 	var wg sync.WaitGroup
 	every := time.Second / time.Duration(rate)
 	// Each phase's users send at its start and every interval after, the
-	// last one an interval before it ends: a request sent as the phase
-	// ends reaches the API in the next one, and its user would be counted
-	// in a phase whose API did not answer it.
+	// last one an interval before it ends. Each request carries its phase
+	// (X-Phase), and the API answers it as that phase: one that reaches the
+	// API after the next phase began (a busy machine, a retry) still
+	// counts, and is answered, in the phase its user sent it in.
 	perPhase := max(1, int(length/every))
 	for p := range phase(len(phases)) {
 		a.set(p)

@@ -84,6 +84,7 @@ func forecast(w http.ResponseWriter, r *http.Request, client *http.Client, apiUR
 		return
 	}
 	req.Header.Set("X-Caller", mode)
+	req.Header.Set(phaseHeader, r.Header.Get(phaseHeader)) // the demo's bookkeeping: see api
 	resp, err := client.Do(req)
 	if err != nil {
 		http.Error(w, "weather unavailable: "+err.Error(), http.StatusServiceUnavailable)
