@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/meshless/meshless/internal/sysclock"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -72,7 +71,7 @@ func (b *Breaker) Apply(ctx context.Context, next resilience.Next) error {
 	}
 	start, ok := next.Entered()
 	if !ok {
-		start = sysclock.Now()
+		start = time.Now()
 	}
 	done := false
 	defer func() {

@@ -4,8 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/meshless/meshless/internal/sysclock"
 )
 
 // Clock tells the time and makes timers. Policies take one through their
@@ -34,15 +32,10 @@ type Timer interface {
 // CoarseResolution is the step in which [CoarseClock]'s Now advances.
 const CoarseResolution = time.Millisecond
 
-// SystemClock returns the real [Clock]: Now returns what [time.Now] does,
-// timers are those of package time. It is every policy's default. Now reads
-// the monotonic clock alone and advances a reading of time.Now renewed every
-// second (time.Now reads the wall clock too: two reads, about 50 ns on a
-// virtual machine, against about 30): durations and deadlines are the
-// clock's own to the nanosecond, and the wall-clock part of a reading
-// follows a step of the system's wall clock (set by hand or by NTP, a resume
-// from suspend) within a second. Under testing/synctest it is the bubble's
-// fake time, exactly.
+// SystemClock returns the real [Clock]: Now reads [time.Now], timers are
+// those of package time. It is every policy's default. A read costs about
+// 50 ns on a virtual machine; under testing/synctest it is the bubble's fake
+// time.
 func SystemClock() Clock { return preciseClock{} }
 
 // CoarseClock returns a real [Clock] whose Now is cheaper and coarser: an
@@ -70,7 +63,7 @@ type preciseClock struct{ timers }
 // coarseClock is CoarseClock: Now is the shared coarse source's.
 type coarseClock struct{ timers }
 
-func (preciseClock) Now() time.Time { return sysclock.Now() }
+func (preciseClock) Now() time.Time { return time.Now() }
 
 func (coarseClock) Now() time.Time { return coarse.now() }
 

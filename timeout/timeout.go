@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/meshless/meshless/internal/sysclock"
 	"github.com/meshless/meshless/internal/timeouthooks"
 	"github.com/meshless/meshless/resilience"
 )
@@ -128,13 +127,13 @@ func (t *Timeout) Execute(ctx context.Context, fn func(context.Context) error) e
 		if t.rec == nil {
 			return fn(ctx) // nothing to tell: observing costs nothing
 		}
-		start := sysclock.Now()
+		start := time.Now()
 		err := fn(ctx)
 		d := time.Since(start)
 		t.report(ctx, d, d >= t.d)
 		return err
 	}
-	start := sysclock.Now()
+	start := time.Now()
 	deadline := start.Add(t.d)
 	if t.governed(ctx, deadline) {
 		err := fn(ctx) // the caller's deadline comes first: it governs
@@ -205,7 +204,7 @@ func (t *Timeout) Enter(ctx context.Context) (context.Context, resilience.Permit
 	if t.observe {
 		return ctx, resilience.Permit{Ref: t, Aux: observed{}}, nil
 	}
-	deadline := sysclock.Now().Add(t.d)
+	deadline := time.Now().Add(t.d)
 	if dl, ok := ctx.Deadline(); ok && !deadline.Before(dl) {
 		return ctx, resilience.Permit{Ref: t}, nil // the caller's deadline governs
 	}
@@ -251,7 +250,7 @@ func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
 	}
 	start, ok := next.Entered()
 	if !ok {
-		start = sysclock.Now()
+		start = time.Now()
 	}
 	deadline := start.Add(t.d)
 	if t.governed(ctx, deadline) {

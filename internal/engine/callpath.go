@@ -9,7 +9,6 @@ import (
 	"github.com/meshless/meshless/internal/breakerhooks"
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/pipeline"
-	"github.com/meshless/meshless/internal/sysclock"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 	"github.com/meshless/meshless/throttler"
@@ -245,11 +244,11 @@ func (m *Method) begin(c *Call, ctx context.Context, stream bool) {
 	}
 }
 
-// now reads the engine's clock: the system clock's with sysclock.Now (one
-// clock read, where time.Now makes two), not through the Clock interface.
+// now reads the engine's clock: the system clock's with time.Now itself,
+// not through the Clock interface.
 func (e *Engine) now() time.Time {
 	if e.system {
-		return sysclock.Now()
+		return time.Now()
 	}
 	return e.opts.Clock.Now()
 }
