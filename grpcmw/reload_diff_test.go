@@ -25,6 +25,7 @@ import (
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/internal/difftest"
 	"github.com/meshless/meshless/internal/memnet"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/resilience/resiliencetest"
@@ -324,33 +325,10 @@ func (d *rdChain) reload(cfg *grpcmw.Config) error {
 
 // events returns, sorted, the events the observer received since the
 // last call (but those of the services in skip), and forgets them.
-func (d *rdChain) events(skip map[string]bool) []string {
-	var out []string
-	for _, r := range d.obs.Recorded() {
-		if s, _, _ := strings.Cut(r.Source.Name, "/"); skip[s] {
-			continue
-		}
-		e := r.Event
-		out = append(out, fmt.Sprintf("%v/%s %s: %v %v %v timedOut %v attempt %d backoff %v winner %d slow %v %v→%v %v",
-			r.Source.Kind, r.Source.Scope, r.Source.Name, e.Type, e.Outcome, e.Duration, e.TimedOut, e.Attempt, e.Backoff, e.Winner, e.Slow, e.From, e.To, e.State))
-	}
-	d.obs.Reset()
-	slices.Sort(out)
-	return out
-}
+func (d *rdChain) events(skip map[string]bool) []string { return difftest.Events(d.obs, skip) }
 
 func (d *rdChain) play(c rdCall) string {
-	if c.burst < 2 {
-		return d.one(c)
-	}
-	out := make([]string, c.burst)
-	var wg sync.WaitGroup
-	for i := range out {
-		wg.Go(func() { out[i] = d.one(c) })
-	}
-	wg.Wait()
-	slices.Sort(out)
-	return strings.Join(out, "; ")
+	return difftest.Burst(c.burst, func() string { return d.one(c) })
 }
 
 // one makes c's call and describes its answer: code, rejection, message,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/httpmw"
+	"github.com/meshless/meshless/internal/difftest"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/resilience/resiliencetest"
 )
@@ -241,37 +242,14 @@ func (d *diffChain) do(req *http.Request) (*http.Response, error) {
 
 // events returns, sorted, the events the observer received since the
 // last call (but those of the hosts in skip), and forgets them.
-func (d *diffChain) events(skip map[string]bool) []string {
-	var out []string
-	for _, r := range d.obs.Recorded() {
-		if h, _, _ := strings.Cut(r.Source.Name, "/"); skip[h] {
-			continue
-		}
-		e := r.Event
-		out = append(out, fmt.Sprintf("%v/%s %s: %v %v %v timedOut %v attempt %d backoff %v winner %d slow %v %v→%v %v",
-			r.Source.Kind, r.Source.Scope, r.Source.Name, e.Type, e.Outcome, e.Duration, e.TimedOut, e.Attempt, e.Backoff, e.Winner, e.Slow, e.From, e.To, e.State))
-	}
-	d.obs.Reset()
-	slices.Sort(out)
-	return out
-}
+func (d *diffChain) events(skip map[string]bool) []string { return difftest.Events(d.obs, skip) }
 
 // play sends c and describes its answer: result, attempts, time taken.
 func (d *diffChain) play(c diffCall) string {
-	if c.burst < 2 {
-		return d.one(c)
-	}
 	// A burst: c.burst requests at once, each held c.delay (never 0: a
 	// request that blocks on nothing would end before the next starts, in
 	// an order the bubble does not fix).
-	out := make([]string, c.burst)
-	var wg sync.WaitGroup
-	for i := range out {
-		wg.Go(func() { out[i] = d.one(c) })
-	}
-	wg.Wait()
-	slices.Sort(out)
-	return strings.Join(out, "; ")
+	return difftest.Burst(c.burst, func() string { return d.one(c) })
 }
 
 // one sends c's request and describes its answer.
