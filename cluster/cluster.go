@@ -36,6 +36,7 @@ type Cluster struct {
 	syncMu   sync.Mutex // serialises exchanges with Redis and the entries' sync fields
 	lastNow  int64      // under syncMu: ms, when the last exchange began
 	health   atomic.Int32
+	hlog     healthLog   // which of health's changes are logged
 	repaired atomic.Bool // a repair was logged as a warning
 
 	notify chan struct{} // a breaker changed state by itself
@@ -382,12 +383,14 @@ func (c *Cluster) adopt(e *entry, o opening, now int64) (end int64, far bool) {
 }
 
 // setHealth records the outcome of an exchange with Redis: the
-// coordination of every breaker follows it, and a change is logged once.
+// coordination of every breaker follows it, and a change is logged once,
+// at a bounded rate (healthLog).
 func (c *Cluster) setHealth(err error) {
 	if l := c.o.listener; l != nil {
 		l.Synced(err == nil)
 	}
 	c.switchHealth(err)
+	c.logUnlogged(err)
 }
 
 // fallBack switches to local decisions at once, while an exchange is still
@@ -399,15 +402,15 @@ func (c *Cluster) switchHealth(err error) {
 	if err != nil {
 		next = healthDown
 	}
+	// Under hlog.mu, so that the lines logged follow the changes' order.
+	c.hlog.mu.Lock()
 	prev := c.health.Swap(next)
+	if prev != next {
+		c.logChange(prev, next, err)
+	}
+	c.hlog.mu.Unlock()
 	if prev == next {
 		return
-	}
-	switch {
-	case next == healthDown:
-		c.o.logger.Warn("meshless cluster: Redis does not answer; every breaker decides locally until it does", "namespace", c.ns, "error", Redact(err.Error()))
-	case prev == healthDown:
-		c.o.logger.Info("meshless cluster: Redis answers again; breakers share their decisions", "namespace", c.ns)
 	}
 	if l := c.o.listener; l != nil && (next == healthUp || prev == healthUp) {
 		l.Connected(next == healthUp)

@@ -18,8 +18,8 @@
 // everywhere.
 //
 // When Redis is slow or away every instance decides locally at once (the
-// failed exchange is bounded by a timeout), logs it once, and reports it to
-// its [Listener]; no call ever waits on Redis and no Redis error ever
+// failed exchange is bounded by a timeout), logs it once (a flapping Redis
+// at most once a minute), and reports it to its [Listener]; no call ever waits on Redis and no Redis error ever
 // reaches a caller. Sharing resumes by itself when Redis answers again.
 // Every key carries a TTL, so a dead instance's counts vanish.
 //
