@@ -154,6 +154,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		want string
 	}{
 		{name: "namespace", opt: clusterConf(func(c *cluster.Config) { c.Namespace = "" }), want: "namespace: must not be empty"},
+		{name: "namespace, a key's separators", opt: clusterConf(func(c *cluster.Config) { c.Namespace = "a:w" }), want: `namespace: must not hold ":w:"`},
 		{name: "interval", opt: clusterConf(func(c *cluster.Config) { c.SyncInterval = 0 }), want: "syncInterval: must be in [10ms, 1h0m0s], got 0s"},
 		{name: "decideOn", opt: decideOn(9), want: "decideOn: must be local, cluster or either"},
 		{name: "instance", opt: cluster.WithInstanceID("a b"), want: "instanceID: must be 1 to 64 bytes without spaces"},

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/meshless/meshless/internal/clusterkey"
 	"github.com/meshless/meshless/internal/opterr"
 	"github.com/meshless/meshless/resilience"
 )
@@ -62,7 +63,9 @@ type Config struct {
 	// Namespace prefixes every key and the channel: instances that use the
 	// same Redis and namespace share every breaker of the same name, so
 	// give each client its own (grpcmw derives one from the client's target
-	// when its YAML leaves it unwritten).
+	// when its YAML leaves it unwritten). It holds no space, and no ":w:",
+	// ":open:", ":probes:" or ":alive:" nor ends with ":w", ":open",
+	// ":probes" or ":alive", so that no two namespaces write one key.
 	Namespace string
 	// SyncInterval is how often an instance publishes its windows and reads
 	// the cluster's.
@@ -91,6 +94,8 @@ func (c Config) Validate() error {
 		errs.Add("namespace", c.Namespace, "must be at most "+strconv.Itoa(MaxNamespaceLength)+" bytes")
 	case strings.ContainsAny(c.Namespace, " \t\r\n"):
 		errs.Add("namespace", c.Namespace, "must not contain spaces")
+	case clusterkey.Problem(c.Namespace) != "":
+		errs.Add("namespace", c.Namespace, clusterkey.Problem(c.Namespace))
 	}
 	if c.SyncInterval < MinSyncInterval || c.SyncInterval > MaxSyncInterval {
 		errs.Add("syncInterval", c.SyncInterval, "must be in ["+MinSyncInterval.String()+", "+MaxSyncInterval.String()+"]")

@@ -14,6 +14,7 @@ import (
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/cluster"
 	"github.com/meshless/meshless/config"
+	"github.com/meshless/meshless/internal/clusterkey"
 )
 
 // Link is an engine's cluster; its zero value is no cluster (no cluster
@@ -170,9 +171,12 @@ const maxScope = 64
 // or with a byte other than a letter, a digit or one of ._-:/[], is kept
 // readable up to 40 bytes (without user information, unsafe bytes as _)
 // and made unique by 16 hex digits of its SHA-256: at most 66 bytes with
-// the default prefix.
+// the default prefix. A target that would make a namespace another could
+// cut its keys from (clusterkey.Problem: "unix:w", "dns:///a:probes:443")
+// is hashed too, its readable part without colons: else the namespace was
+// refused, and the chain's cluster mode was off.
 func targetNamespace(prefix, target string) string {
-	if len(target) <= maxScope && strings.IndexFunc(target, unsafeInKey) < 0 {
+	if len(target) <= maxScope && strings.IndexFunc(target, unsafeInKey) < 0 && clusterkey.Problem(prefix+"@"+target) == "" {
 		return prefix + "@" + target
 	}
 	readable := target
@@ -192,6 +196,9 @@ func targetNamespace(prefix, target string) string {
 	}, readable)
 	if len(readable) > 40 {
 		readable = readable[:40]
+	}
+	if clusterkey.Problem(prefix+"@"+readable+"~") != "" {
+		readable = strings.ReplaceAll(readable, ":", "_")
 	}
 	sum := sha256.Sum256([]byte(target))
 	return prefix + "@" + readable + "~" + hex.EncodeToString(sum[:8])

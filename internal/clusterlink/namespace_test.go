@@ -31,6 +31,12 @@ func TestTargetNamespace(t *testing.T) {
 		{name: "user information in the endpoint", target: "dns:///user:secret@svc:443", readable: "dns://svc:443"},
 		{name: "user information, no scheme", target: "user:secret@svc:443", readable: "svc:443"},
 		{name: "empty", target: "", want: "meshless@"},
+		// Safe bytes that would make keys another namespace could write
+		// (internal/clusterkey): hashed, their readable part without colons
+		// if it holds such a separator.
+		{name: "ends with a key's kind", target: "unix:w", readable: "unix:w"},
+		{name: "holds a key's kind", target: "dns:///a:probes:443", readable: "dns_///a_probes_443"},
+		{name: "long, holds a key's kind", target: "dns:///a:open:" + strings.Repeat("b", 60), readable: "dns_///a_open_" + strings.Repeat("b", 26)},
 		{name: "10 KiB", target: strings.Repeat("é", 5<<10), readable: strings.Repeat("_", 40)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
