@@ -8,14 +8,16 @@ import (
 // The log of Redis going away and coming back is rate-limited: a Redis
 // that flaps (down and up every few hundred milliseconds: a flapping
 // network, a failover loop) logged a line per change before, hundreds a
-// minute. An outage and its end are logged at once (healthLogBurst lines),
-// and past those at most one line per healthLogEvery, which says what
+// minute. The first outages and their ends are logged at once
+// (healthLogBurst lines: three outages, so that a blip, a sync late on a
+// busy machine, does not silence the outage after it), and past those at
+// most one line per healthLogEvery, which says what
 // Redis does then and how many changes were not logged since the line
 // before; a sync that finds changes not logged logs that line as soon as
 // one is due, so that the last line logged always tells the state Redis
 // settled in. Counted by the cluster's clock.
 const (
-	healthLogBurst = 2
+	healthLogBurst = 6
 	healthLogEvery = time.Minute
 )
 

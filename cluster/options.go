@@ -154,8 +154,8 @@ func WithClock(clk resilience.Clock) Option { return optionFunc(func(o *options)
 
 // WithLogger sets where the cluster logs that Redis went away and came
 // back, once each time, and for a Redis that keeps flapping at most one
-// line a minute past the first outage and its end (with the count of
-// changes not logged). Default [slog.Default].
+// line a minute past the first three outages and their ends (with the
+// count of changes not logged). Default [slog.Default].
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // WithListener sets the listener of syncs and remote opens. Default none.
