@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -89,8 +90,19 @@ func printable(s string) bool {
 // take them: w p m l.
 type keys [4]string
 
+// keysOf returns key's Redis keys: ns:dl:{key}:w and the like, one hash
+// tag (so one Redis Cluster slot) for the four. A name that starts with
+// "}" would make that tag empty (Redis then hashes each key whole, and the
+// scripts fail with CROSSSLOT): its keys are ns:dl:}{hex of the name}:w
+// and the like instead. No other name's keys can be those: every other
+// name's keys have no "}" before their first "{" (a namespace holds no
+// brace). Braces elsewhere in a name leave a tag, the text before the
+// first "}", common to its four keys.
 func (s *Store) keysOf(key string) keys {
 	base := s.ns + ":dl:{" + key + "}:"
+	if strings.HasPrefix(key, "}") {
+		base = s.ns + ":dl:}{" + hex.EncodeToString([]byte(key)) + "}:"
+	}
 	return keys{base + "w", base + "p", base + "m", base + "l"}
 }
 

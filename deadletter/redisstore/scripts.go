@@ -18,6 +18,9 @@ import "github.com/redis/go-redis/v9"
 //	ns:dl:{k}:m  hash: bytes (encoded size of w and p), f:<stream id> (failed
 //	             replays of a waiting entry)
 //	ns:dl:{k}:l  the replay lease: the holder's name, with a TTL
+//
+// A name k that starts with "}" is ns:dl:}{hex of k}:w and the like
+// (keysOf): "{}" is no hash tag.
 
 // lib is prepended to every script.
 const lib = `

@@ -24,6 +24,7 @@ type Server struct {
 	port       int
 	persistent bool
 	snapshots  bool
+	cluster    bool
 	dir        string // the data directory of a persistent or snapshots server
 
 	mu     sync.Mutex
@@ -66,6 +67,11 @@ func Persistent() Option { return optionFunc(func(s *Server) { s.persistent = tr
 // one the test put in its place, as a Redis restored from a backup does.
 func Snapshots() Option { return optionFunc(func(s *Server) { s.snapshots = true }) }
 
+// Cluster runs the server in cluster mode, alone, holding every slot: a
+// command or script whose keys hash to different slots fails with
+// CROSSSLOT, as in any Redis Cluster.
+func Cluster() Option { return optionFunc(func(s *Server) { s.cluster = true }) }
+
 // Start starts redis-server on a free loopback port and stops it when the
 // test ends.
 func Start(tb testing.TB, opts ...Option) *Server {
@@ -82,7 +88,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	for _, o := range opts {
 		o.apply(s)
 	}
-	if s.persistent || s.snapshots {
+	if s.persistent || s.snapshots || s.cluster {
 		s.dir = tb.TempDir()
 	}
 	// A free port: the kernel picks one, we close it, redis-server takes it.
@@ -149,8 +155,13 @@ func (s *Server) start() error {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always", "--dir", s.dir)
 	case s.snapshots:
 		args = append(args, "--appendonly", "no", "--dir", s.dir)
+	case s.cluster:
+		args = append(args, "--appendonly", "no", "--dir", s.dir)
 	default:
 		args = append(args, "--appendonly", "no", "--dir", s.tb.TempDir())
+	}
+	if s.cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 	}
 	cmd := exec.Command(s.bin, args...)
 	log := &logBuffer{}
@@ -168,7 +179,7 @@ func (s *Server) start() error {
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if answers(s.Addr(), cmd.Process.Pid) == nil {
+		if answers(s.Addr(), cmd.Process.Pid) == nil && (!s.cluster || clusterReady(s.Addr()) == nil) {
 			s.cmd, s.exited = cmd, exited
 			return nil
 		}
@@ -252,6 +263,45 @@ func answers(addr string, pid int) error {
 	}
 	if !strings.Contains(string(body), "\r\nloading:0\r\n") {
 		return fmt.Errorf("the server on %s is loading its dataset", addr)
+	}
+	return nil
+}
+
+// clusterReady gives a cluster-mode server every slot (once: its
+// nodes.conf keeps them across a restart) and reports whether its cluster
+// state is ok, which it becomes a moment after.
+func clusterReady(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	r := bufio.NewReader(c)
+	// +OK, or -ERR Slot 0 is already busy: either way every slot is its.
+	if _, err := c.Write([]byte("*4\r\n$7\r\nCLUSTER\r\n$13\r\nADDSLOTSRANGE\r\n$1\r\n0\r\n$5\r\n16383\r\n")); err != nil {
+		return err
+	}
+	if _, err := r.ReadString('\n'); err != nil {
+		return err
+	}
+	if _, err := c.Write([]byte("*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n")); err != nil {
+		return err
+	}
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if !strings.HasPrefix(head, "$") || err != nil || n < 0 || n > 1<<20 {
+		return fmt.Errorf("CLUSTER INFO answered %q", head)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	if !strings.Contains(string(body), "cluster_state:ok") {
+		return fmt.Errorf("the cluster on %s is not ready", addr)
 	}
 	return nil
 }
