@@ -263,7 +263,12 @@ func (s *Store) Keys(ctx context.Context) ([]string, error) {
 }
 
 // List implements [deadletter.Store]. Stream entries that do not decode
-// are skipped.
+// are skipped, however many: the page is filled from the entries behind
+// them, so that a short page still means the end (a caller pages on until
+// one is short). It reads the entries' heads first (at most headPrefix
+// bytes each, never an unreadable entry's payload), then the readable ones
+// it returns, whole. At most maxListScan entries a call: past them, an
+// error that says so, never a short page.
 func (s *Store) List(ctx context.Context, key string, state deadletter.State, after string, n int) ([]deadletter.Entry, error) {
 	if err := s.check(key); err != nil {
 		return nil, err
@@ -276,49 +281,81 @@ func (s *Store) List(ctx context.Context, key string, state deadletter.State, af
 		from = "(" + after
 	}
 	k := s.keysOf(key)
-	stream := k[0]
+	stream, m := k[0], k[2]
 	if state == deadletter.Parked {
-		stream = k[1]
+		stream, m = k[1], ""
 	}
 	n = min(max(n, 0), deadletter.MaxList)
 	out := make([]deadletter.Entry, 0, n)
-	// Entries that do not decode are skipped; the page is filled from the
-	// ones after them, so that a short page still means the end (a caller
-	// pages on until one is short). At most maxListReads reads a call.
-	for range maxListReads {
+	page := 0
+	for scanned := 0; len(out) < n; {
+		if scanned >= maxListScan {
+			return nil, fmt.Errorf("redisstore: list: key %q: more than %d %s entries in a row after %s do not decode (meshless-deadletter list shows them)",
+				key, maxListScan, state, strings.TrimPrefix(from, "("))
+		}
 		want := n - len(out)
-		msgs, err := s.rdb.XRangeN(ctx, stream, from, "+", int64(want)).Result()
+		page = min(max(want, 2*page), scanPage)
+		hs, err := s.heads(ctx, key, stream, from, page, m)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: list: %w", err)
 		}
-		var failed []any
-		if state == deadletter.Waiting && len(msgs) > 0 {
-			fields := make([]string, len(msgs))
-			for i, m := range msgs {
-				fields[i] = "f:" + m.ID
+		// The readable heads up to the want-th, then those entries whole,
+		// in one round trip.
+		var take []head
+		used := len(hs)
+		for i, h := range hs {
+			if h.err == nil {
+				take = append(take, h)
 			}
-			failed, _ = s.rdb.HMGet(ctx, k[2], fields...).Result()
-		}
-		for i, m := range msgs {
-			var f any = m.Values["r"]
-			if i < len(failed) {
-				f = failed[i]
-			}
-			if e, err := decode(key, m.ID, m.Values, f); err == nil {
-				out = append(out, e)
+			if len(take) == want {
+				used = i + 1
+				break
 			}
 		}
-		if len(out) >= n || len(msgs) < want { // full, or the stream's end
+		es, err := s.fetch(ctx, key, stream, take)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: list: %w", err)
+		}
+		out = append(out, es...)
+		if used == len(hs) && len(hs) < page { // the stream's end
 			break
 		}
-		from = "(" + msgs[len(msgs)-1].ID
+		scanned += used
+		from = "(" + hs[used-1].e.Pos
 	}
 	return out, nil
 }
 
-// maxListReads bounds the stream reads of one List: a page of garbage
-// entries costs at most that many.
-const maxListReads = 16
+// maxListScan bounds the stream entries one List reads: what any key can
+// hold ([deadletter.MaxMaxEntries]), read a head at a time.
+const maxListScan = deadletter.MaxMaxEntries
+
+// fetch reads the entries of hs whole from stream, those that are still
+// there and decode, in order; failed replays are the heads'.
+func (s *Store) fetch(ctx context.Context, key, stream string, hs []head) ([]deadletter.Entry, error) {
+	if len(hs) == 0 {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(hs))
+	for i, h := range hs {
+		cmds[i] = pipe.XRangeN(ctx, stream, h.e.Pos, h.e.Pos, 1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]deadletter.Entry, 0, len(hs))
+	for i, c := range cmds {
+		msgs := c.Val()
+		if len(msgs) != 1 || msgs[0].ID != hs[i].e.Pos {
+			continue // removed since its head was read
+		}
+		if e, err := decode(key, msgs[0].ID, msgs[0].Values, int64(hs[i].e.Replays)); err == nil {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
 
 // findParked returns the stream entry of key's parked entry id, reading
 // the others' heads only (never their payloads).
