@@ -152,7 +152,7 @@ func (s *Store) Append(ctx context.Context, e deadletter.Entry, lim deadletter.L
 		first = n == 0
 	}
 	if _, ok := s.known.Load(e.Key); !ok || first {
-		if err := s.rdb.SAdd(ctx, s.keySet(), e.Key).Err(); err == nil {
+		if err := addKeyScript.Run(ctx, s.rdb, []string{s.keySet()}, e.Key).Err(); err == nil {
 			s.known.Store(e.Key, true)
 		}
 	}
@@ -246,6 +246,14 @@ func (s *Store) Keys(ctx context.Context) ([]string, error) {
 	var cursor uint64
 	for range 1000 { // bounded: at most 1000 pages
 		page, next, err := s.rdb.SScan(ctx, s.keySet(), cursor, "", 1000).Result()
+		if err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE") {
+			// Not a set (hostile): no key is known. It is replaced by
+			// the next deferral of each key (this process's, at once).
+			if err = dropForeignScript.Run(ctx, s.rdb, []string{s.keySet()}, "set").Err(); err == nil {
+				s.known.Clear()
+				return nil, nil
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: keys: %w", err)
 		}

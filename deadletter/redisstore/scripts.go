@@ -254,3 +254,20 @@ redis.call('XDEL', KEYS[2], ARGV[1])
 setbytes(KEYS[3], b - bloblen(r[1][2]))
 return 1
 `)
+
+// dropForeign: KEYS k; ARGV type → 1. Deletes k when it holds another type
+// than type: hostile content where the store keeps one of its own.
+var dropForeignScript = redis.NewScript(`
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t ~= 'none' and t ~= ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+`)
+
+// addKey: KEYS the key set; ARGV key → 1. Adds key to the set, replacing
+// one of another type (hostile), which would refuse every key for good.
+var addKeyScript = redis.NewScript(`
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t ~= 'none' and t ~= 'set' then redis.call('DEL', KEYS[1]) end
+redis.call('SADD', KEYS[1], ARGV[1])
+return 1
+`)
