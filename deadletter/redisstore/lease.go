@@ -64,13 +64,19 @@ func (l *lease) Next(ctx context.Context) (deadletter.Entry, bool, error) {
 	}
 	parts, _ := res.([]any)
 	var id string
-	if len(parts) == 3 {
+	if len(parts) == 4 {
 		id, _ = parts[0].(string)
 	}
 	if checkPos(id) != nil {
 		return deadletter.Entry{}, false, fmt.Errorf("redisstore: next: unexpected reply %v", res)
 	}
-	e, derr := decode(l.key, id, fieldMap(parts[1]), parts[2])
+	var derr error
+	e := deadletter.Entry{Pos: id}
+	if size, _ := parts[3].(int64); size > 0 { // the script left it in Redis
+		derr = fmt.Errorf("%w: stream entry %s is %d bytes, more than any entry", deadletter.ErrInvalidEntry, id, size)
+	} else {
+		e, derr = decode(l.key, id, fieldMap(parts[1]), parts[2])
+	}
 	if derr != nil {
 		// Hostile or damaged: drop it (counted by the queue) and go on.
 		if err := l.remove(ctx, id); err != nil {

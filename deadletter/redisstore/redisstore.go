@@ -220,16 +220,21 @@ func (s *Store) Stats(ctx context.Context, key string) (deadletter.Stats, error)
 	nw := pipe.XLen(ctx, k[0])
 	np := pipe.XLen(ctx, k[1])
 	nb := pipe.HGet(ctx, k[2], "bytes")
-	head := pipe.XRangeN(ctx, k[0], "-", "+", 1)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return deadletter.Stats{}, fmt.Errorf("redisstore: stats: %w", err)
 	}
 	st := deadletter.Stats{Waiting: int(max(nw.Val(), 0)), Parked: int(max(np.Val(), 0))}
 	st.Bytes, _ = strconv.ParseInt(nb.Val(), 10, 64)
 	st.Bytes = max(st.Bytes, 0)
-	if h := head.Val(); len(h) == 1 {
-		if e, err := decode(key, h[0].ID, h[0].Values, nil); err == nil {
-			st.Oldest = e.Enqueued
+	if st.Waiting > 0 {
+		// The oldest entry's head only: the head of the stream may be
+		// a hostile blob of any size.
+		hs, err := s.heads(ctx, key, k[0], "-", 1, "")
+		if err != nil {
+			return deadletter.Stats{}, fmt.Errorf("redisstore: stats: %w", err)
+		}
+		if len(hs) == 1 && hs[0].err == nil {
+			st.Oldest = hs[0].e.Enqueued
 		}
 	}
 	return st, nil

@@ -108,8 +108,10 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 `)
 
-// next: KEYS w m l; ARGV owner ttl(ms) → {id, fields, failed replays} of the
-// head, or nil. The head is the oldest entry pending in the group (the one
+// next: KEYS w m l; ARGV owner ttl(ms) → {id, fields, failed replays, 0} of
+// the head, or nil; fields holds field e only, and only when it is at most
+// an entry's bound (17 MiB): else {id, {}, false, its size}, so that a
+// hostile blob never leaves Redis (the replay drops it). The head is the oldest entry pending in the group (the one
 // a holder before was replaying: XAUTOCLAIM hands it over), else the next
 // one never delivered.
 var nextScript = redis.NewScript(lib + `
@@ -149,7 +151,11 @@ if not e and redis.call('XLEN', KEYS[1]) > 0 then
   e = readnew()
 end
 if not e then return false end
-return {e[1], e[2], redis.call('HGET', KEYS[2], 'f:' .. e[1])}
+local b = blob(e[2])
+if type(b) == 'string' and #b > 17825792 then return {e[1], {}, false, #b} end
+local fields = {}
+if b then fields = {'e', b} end
+return {e[1], fields, redis.call('HGET', KEYS[2], 'f:' .. e[1]), 0}
 `)
 
 // remove (ack, expire): KEYS w p m l; ARGV owner id → 1.
