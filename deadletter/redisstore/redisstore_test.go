@@ -211,19 +211,23 @@ func TestHostileRedisContent(t *testing.T) {
 	if !slices.Equal(ids, []string{"e001", "e003"}) || dropped != 3 {
 		t.Fatalf("read %v and dropped %d, want our two entries and 3 dropped", ids, dropped)
 	}
-	// A key of the wrong type is an error, not a panic.
+	// A key of the wrong type is an error to read, not a panic; the next
+	// change drops it (TestRedisAKeyOfTheWrongTypeIsReplaced).
 	rdb.Set(ctx, "h:dl:{wrong}:w", "a string", 0)
-	e := entry(4)
-	e.Key = "wrong"
-	if err := s.Append(ctx, e, lim); err == nil {
-		t.Fatal("append onto a string key succeeded")
-	}
 	if _, err := s.Stats(ctx, "wrong"); err == nil {
 		t.Fatal("stats of a string key succeeded")
 	}
+	e := entry(4)
+	e.Key = "wrong"
+	if err := s.Append(ctx, e, lim); err != nil {
+		t.Fatalf("append onto a string key: %v", err)
+	}
+	if st, err := s.Stats(ctx, "wrong"); err != nil || st.Waiting != 1 {
+		t.Fatalf("stats after the append: %+v, %v", st, err)
+	}
 	// The key set may hold junk: it is filtered.
 	rdb.SAdd(ctx, "h:dl:keys", "bad\x01key")
-	if keys, err := s.Keys(ctx); err != nil || !slices.Equal(keys, []string{"k"}) {
+	if keys, err := s.Keys(ctx); err != nil || !slices.Equal(keys, []string{"k", "wrong"}) {
 		t.Fatalf("keys %q %v", keys, err)
 	}
 }

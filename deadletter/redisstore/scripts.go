@@ -75,11 +75,24 @@ end
 local function held(l, owner)
   return redis.call('GET', l) == owner
 end
+-- own drops a value of another type than the store keeps at w and p
+-- (streams) and m (a hash; nil: not given): hostile, it holds nothing the
+-- store wrote, and would fail every script of the key. The counters are
+-- rebuilt from the streams.
+local function own(w, p, m)
+  for _, kt in ipairs({{w, 'stream'}, {p, 'stream'}, {m, 'hash'}}) do
+    if kt[1] then
+      local t = redis.call('TYPE', kt[1])['ok']
+      if t ~= 'none' and t ~= kt[2] then redis.call('DEL', kt[1]) end
+    end
+  end
+end
 `
 
 // append: KEYS w p m; ARGV blob maxEntries maxBytes → {the stream id, the
 // key's entries before it}, or 0 when full.
 var appendScript = redis.NewScript(lib + `
+own(KEYS[1], KEYS[2], KEYS[3])
 local n = redis.call('XLEN', KEYS[1]) + redis.call('XLEN', KEYS[2])
 if n >= tonumber(ARGV[2]) then return 0 end
 local b = bytes(KEYS[1], KEYS[2], KEYS[3])
@@ -116,6 +129,7 @@ return 1
 // one never delivered.
 var nextScript = redis.NewScript(lib + `
 if not held(KEYS[3], ARGV[1]) then return redis.error_reply('LEASELOST the lease expired') end
+own(KEYS[1], false, KEYS[2])
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local r = redis.pcall('XAUTOCLAIM', KEYS[1], 'replay', ARGV[1], 0, '0-0', 'COUNT', 1)
@@ -161,6 +175,7 @@ return {e[1], fields, redis.call('HGET', KEYS[2], 'f:' .. e[1]), 0}
 // remove (ack, expire): KEYS w p m l; ARGV owner id → 1.
 var removeScript = redis.NewScript(lib + `
 if not held(KEYS[4], ARGV[1]) then return redis.error_reply('LEASELOST the lease expired') end
+own(KEYS[1], KEYS[2], KEYS[3])
 local r = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
 redis.pcall('XACK', KEYS[1], 'replay', ARGV[2])
 if r[1] then
@@ -175,6 +190,7 @@ return 1
 // fail: KEYS w p m l; ARGV owner id maxReplays → {failed replays, parked 0|1}.
 var failScript = redis.NewScript(lib + `
 if not held(KEYS[4], ARGV[1]) then return redis.error_reply('LEASELOST the lease expired') end
+own(KEYS[1], KEYS[2], KEYS[3])
 local f = 'f:' .. ARGV[2]
 local n = tonumber(redis.call('HGET', KEYS[3], f)) or 0
 if n < 0 then n = 0 end
@@ -214,6 +230,7 @@ return 1
 
 // requeue: KEYS w p m; ARGV parked-id blob → 1, or 0 when it is gone.
 var requeueScript = redis.NewScript(lib + `
+own(KEYS[1], KEYS[2], KEYS[3])
 local r = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])
 if not r[1] then return 0 end
 local b = bytes(KEYS[1], KEYS[2], KEYS[3])
@@ -253,6 +270,7 @@ return out
 
 // purge: KEYS w p m; ARGV parked-id → 1, or 0 when it is gone.
 var purgeScript = redis.NewScript(lib + `
+own(KEYS[1], KEYS[2], KEYS[3])
 local r = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])
 if not r[1] then return 0 end
 local b = bytes(KEYS[1], KEYS[2], KEYS[3])
