@@ -46,8 +46,9 @@ The store:
 Commands:
   keys                          the keys that hold entries, with their figures
   list KEY [waiting|parked]     a key's entries, oldest first (default: parked),
-       [-n N] [-after POS]      those that do not decode too, with the reason;
-                                at most N (default 100, at most 1000), after a position
+       [-n N] [-after POS]      after a position: N that decode (default 100, at
+                                most 1000), and those that do not decode before
+                                them, the first 20 with the reason, the others counted
   show KEY ID                   one entry: what to call, metadata, payload
   requeue KEY (ID... | -all)    move parked entries back to the tail of the key's
                                 waiting entries: replayed again from scratch,

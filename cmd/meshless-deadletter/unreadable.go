@@ -19,19 +19,58 @@ import (
 // (internal/dlraw) to show them, with their position and why they do not
 // decode, and to purge them by position.
 
-// listRaw prints key's entries in state, readable or not.
+// maxUnreadableShown bounds the rows of entries that do not decode one
+// list prints; the others are counted, with where they lie.
+const maxUnreadableShown = 20
+
+// listRaw prints up to n of key's entries in state that decode, however
+// many that do not stand before them, and those, up to maxUnreadableShown
+// rows.
 func listRaw(ctx context.Context, raw dlraw.Store, key string, state deadletter.State, after string, n int, w io.Writer) error {
-	items, err := raw.Scan(ctx, key, state, after, n)
-	if err != nil {
-		return err
+	var rows []dlraw.Item
+	readable, bad := 0, 0
+	// The unreadable entries not shown: from hiddenFrom to hiddenTo, the
+	// first of them after the position before.
+	var hiddenFrom, hiddenTo, before string
+	prev := after
+scan:
+	for range deadletter.MaxMaxEntries/deadletter.MaxList + 1 {
+		if err := ctx.Err(); err != nil { // the bbolt store does not watch ctx
+			return err
+		}
+		items, err := raw.Scan(ctx, key, state, after, deadletter.MaxList)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			at := prev
+			prev = it.Entry.Pos
+			if it.Err != nil {
+				if bad++; bad > maxUnreadableShown {
+					if hiddenFrom == "" {
+						hiddenFrom, before = it.Entry.Pos, at
+					}
+					hiddenTo = it.Entry.Pos
+					continue
+				}
+			} else {
+				readable++
+			}
+			rows = append(rows, it)
+			if readable == n {
+				break scan
+			}
+		}
+		if len(items) < deadletter.MaxList {
+			break
+		}
+		after = items[len(items)-1].Entry.Pos
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POS\tID\tENQUEUED\tFAILED REPLAYS\tMETHOD\tPAYLOAD BYTES")
-	bad := 0
-	for _, it := range items {
+	for _, it := range rows {
 		e := it.Entry
 		if it.Err != nil {
-			bad++
 			fmt.Fprintf(tw, "%s\t(unreadable)\t-\t-\t%s\t-\n", printable(e.Pos), printable(fmt.Sprintf("%d bytes that do not decode: %v", it.Size, it.Err)))
 			continue
 		}
@@ -46,6 +85,10 @@ func listRaw(ctx context.Context, raw dlraw.Store, key string, state deadletter.
 			drop = "the next replay round drops them, counted as dropped"
 		}
 		fmt.Fprintf(w, "%s not decode (%s)\n", entries(bad, "does"), drop)
+	}
+	if bad > maxUnreadableShown {
+		fmt.Fprintf(w, "the first %d shown; the other %d, from %s to %s, are listed by list %s %s -after %s\n",
+			maxUnreadableShown, bad-maxUnreadableShown, printable(hiddenFrom), printable(hiddenTo), printable(key), state, printable(before))
 	}
 	return nil
 }
