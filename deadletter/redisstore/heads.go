@@ -25,23 +25,12 @@ type head struct {
 // without their payloads. Failed replays come from field r (parked
 // entries) or, when m is not "", from the hash m (waiting ones).
 func (s *Store) heads(ctx context.Context, key, stream, from string, n int, m string) ([]head, error) {
-	res, err := headsScript.Run(ctx, s.rdb, []string{stream}, from, n, headPrefix).Slice()
+	res, err := headsScript.Run(ctx, s.rdb, streamKeys(stream, m), from, n, headPrefix).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: read: %w", err)
 	}
-	var failed []any
-	if m != "" && len(res) > 0 {
-		fields := make([]string, len(res))
-		for i, r := range res {
-			if parts, _ := r.([]any); len(parts) == 4 {
-				id, _ := parts[0].(string)
-				fields[i] = "f:" + id
-			}
-		}
-		failed, _ = s.rdb.HMGet(ctx, m, fields...).Result()
-	}
 	out := make([]head, 0, len(res))
-	for i, r := range res {
+	for _, r := range res {
 		parts, _ := r.([]any)
 		if len(parts) != 4 {
 			return nil, fmt.Errorf("redisstore: read: unexpected reply %v", r)
@@ -52,10 +41,6 @@ func (s *Store) heads(ctx context.Context, key, stream, from string, n int, m st
 		}
 		h := head{e: deadletter.Entry{Pos: id}}
 		h.size = count(parts[2])
-		f := parts[3]
-		if i < len(failed) {
-			f = failed[i]
-		}
 		prefix, ok := parts[1].(string)
 		if !ok {
 			_, h.err = decode(key, id, nil, nil) // says it has no entry field
@@ -64,22 +49,78 @@ func (s *Store) heads(ctx context.Context, key, stream, from string, n int, m st
 		}
 		n, short, err := dlhead.Decode([]byte(prefix), h.size, &h.e)
 		if short { // a head longer than the prefix: the entry, read whole
-			msgs, rerr := s.rdb.XRangeN(ctx, stream, id, id, 1).Result()
+			ws, rerr := s.whole(ctx, stream, m, []string{id})
 			if rerr != nil {
 				return nil, fmt.Errorf("redisstore: read: %w", rerr)
 			}
-			if len(msgs) == 0 { // removed meanwhile: the page would be short
+			if len(ws) == 0 { // removed meanwhile: the page would be short
 				return nil, fmt.Errorf("redisstore: read: entry %s was removed while it was read; read again", id)
 			}
-			h.e, err = decode(key, id, msgs[0].Values, nil)
+			h.e, err = ws[0].decode(key)
 			n, h.e.Payload = len(h.e.Payload), nil
 		}
 		h.payload, h.err = n, err
 		if err == nil && h.e.Key != key {
 			h.err = fmt.Errorf("%w: stream entry %s belongs to key %q", deadletter.ErrInvalidEntry, id, h.e.Key)
 		}
-		h.e.Replays = count(f)
+		h.e.Replays = count(parts[3])
 		out = append(out, h)
 	}
 	return out, nil
+}
+
+// streamKeys returns the KEYS of the reading scripts: stream, and m when
+// it is not "".
+func streamKeys(stream, m string) []string {
+	if m == "" {
+		return []string{stream}
+	}
+	return []string{stream, m}
+}
+
+// stored is one stream entry as the entries script sends it back.
+type stored struct {
+	id     string
+	e      any // field e, a string; nil when none or over an entry's bound
+	size   int // e's length
+	failed any // failed replays, a short string; nil when none
+}
+
+// whole reads the entries ids of stream whole (their field e, never their
+// other fields), those that are still there, in order; failed replays as
+// heads reads them.
+func (s *Store) whole(ctx context.Context, stream, m string, ids []string) ([]stored, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	res, err := entriesScript.Run(ctx, s.rdb, streamKeys(stream, m), args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]stored, 0, len(res))
+	for _, r := range res {
+		parts, _ := r.([]any)
+		if len(parts) != 4 {
+			return nil, fmt.Errorf("unexpected reply %v", r)
+		}
+		w := stored{e: parts[1], size: count(parts[2]), failed: parts[3]}
+		w.id, _ = parts[0].(string)
+		if checkPos(w.id) != nil {
+			return nil, fmt.Errorf("unexpected reply %v", r)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// decode decodes w, an entry of key.
+func (w stored) decode(key string) (deadletter.Entry, error) {
+	if _, ok := w.e.(string); !ok && w.size > 0 {
+		return deadletter.Entry{Pos: w.id}, fmt.Errorf("%w: stream entry %s is %d bytes, more than any entry", deadletter.ErrInvalidEntry, w.id, w.size)
+	}
+	return decode(key, w.id, map[string]any{"e": w.e}, w.failed)
 }

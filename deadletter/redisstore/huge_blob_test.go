@@ -47,6 +47,15 @@ func (h *replySizes) note(cmd redis.Cmder) {
 	switch c := cmd.(type) {
 	case *redis.Cmd:
 		n = size(c.Val())
+	case *redis.StringCmd:
+		n = len(c.Val())
+	case *redis.SliceCmd:
+		n = size(c.Val())
+	case *redis.ScanCmd:
+		keys, _ := c.Val()
+		for _, k := range keys {
+			n += len(k)
+		}
 	case *redis.XMessageSliceCmd:
 		for _, m := range c.Val() {
 			for k, v := range m.Values {

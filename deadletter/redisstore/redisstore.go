@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -216,15 +215,18 @@ func (s *Store) Stats(ctx context.Context, key string) (deadletter.Stats, error)
 		return deadletter.Stats{}, err
 	}
 	k := s.keysOf(key)
-	pipe := s.rdb.Pipeline()
-	nw := pipe.XLen(ctx, k[0])
-	np := pipe.XLen(ctx, k[1])
-	nb := pipe.HGet(ctx, k[2], "bytes")
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	res, err := statsScript.Run(ctx, s.rdb, k[:3]).Slice()
+	if err != nil {
 		return deadletter.Stats{}, fmt.Errorf("redisstore: stats: %w", err)
 	}
-	st := deadletter.Stats{Waiting: int(max(nw.Val(), 0)), Parked: int(max(np.Val(), 0))}
-	st.Bytes, _ = strconv.ParseInt(nb.Val(), 10, 64)
+	if len(res) != 3 {
+		return deadletter.Stats{}, fmt.Errorf("redisstore: stats: unexpected reply %v", res)
+	}
+	nw, _ := res[0].(int64)
+	np, _ := res[1].(int64)
+	nb, _ := res[2].(string)
+	st := deadletter.Stats{Waiting: int(max(nw, 0)), Parked: int(max(np, 0))}
+	st.Bytes, _ = strconv.ParseInt(nb, 10, 64)
 	st.Bytes = max(st.Bytes, 0)
 	if st.Waiting > 0 {
 		// The oldest entry's head only: the head of the stream may be
@@ -250,7 +252,7 @@ func (s *Store) Keys(ctx context.Context) ([]string, error) {
 	var out []string
 	var cursor uint64
 	for range 1000 { // bounded: at most 1000 pages
-		page, next, err := s.rdb.SScan(ctx, s.keySet(), cursor, "", 1000).Result()
+		page, next, err := s.keysPage(ctx, cursor)
 		if err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE") {
 			// Not a set (hostile): no key is known. It is replaced by
 			// the next deferral of each key (this process's, at once).
@@ -273,6 +275,32 @@ func (s *Store) Keys(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// keysPage reads one page of the key set from cursor: the names of at most
+// MaxKeyBytes (a longer one is no key, and stays in Redis).
+func (s *Store) keysPage(ctx context.Context, cursor uint64) ([]string, uint64, error) {
+	res, err := keysScript.Run(ctx, s.rdb, []string{s.keySet()}, cursor, deadletter.MaxKeyBytes).Slice()
+	if err != nil {
+		return nil, 0, err
+	}
+	var next uint64
+	var page []any
+	if len(res) == 2 {
+		c, _ := res[0].(string)
+		next, err = strconv.ParseUint(c, 10, 64)
+		page, _ = res[1].([]any)
+	}
+	if len(res) != 2 || err != nil {
+		return nil, 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	out := make([]string, 0, len(page))
+	for _, k := range page {
+		if k, ok := k.(string); ok {
+			out = append(out, k)
+		}
+	}
+	return out, next, nil
 }
 
 // List implements [deadletter.Store]. Stream entries that do not decode
@@ -325,7 +353,7 @@ func (s *Store) List(ctx context.Context, key string, state deadletter.State, af
 				break
 			}
 		}
-		es, err := s.fetch(ctx, key, stream, take)
+		es, err := s.fetch(ctx, key, stream, m, take)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: list: %w", err)
 		}
@@ -344,26 +372,20 @@ func (s *Store) List(ctx context.Context, key string, state deadletter.State, af
 const maxListScan = deadletter.MaxMaxEntries
 
 // fetch reads the entries of hs whole from stream, those that are still
-// there and decode, in order; failed replays are the heads'.
-func (s *Store) fetch(ctx context.Context, key, stream string, hs []head) ([]deadletter.Entry, error) {
-	if len(hs) == 0 {
-		return nil, nil
-	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.XMessageSliceCmd, len(hs))
+// there and decode, in order; failed replays as heads reads them (from m,
+// when it is not "").
+func (s *Store) fetch(ctx context.Context, key, stream, m string, hs []head) ([]deadletter.Entry, error) {
+	ids := make([]string, len(hs))
 	for i, h := range hs {
-		cmds[i] = pipe.XRangeN(ctx, stream, h.e.Pos, h.e.Pos, 1)
+		ids[i] = h.e.Pos
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	ws, err := s.whole(ctx, stream, m, ids)
+	if err != nil {
 		return nil, err
 	}
-	out := make([]deadletter.Entry, 0, len(hs))
-	for i, c := range cmds {
-		msgs := c.Val()
-		if len(msgs) != 1 || msgs[0].ID != hs[i].e.Pos {
-			continue // removed since its head was read
-		}
-		if e, err := decode(key, msgs[0].ID, msgs[0].Values, int64(hs[i].e.Replays)); err == nil {
+	out := make([]deadletter.Entry, 0, len(ws))
+	for _, w := range ws {
+		if e, err := w.decode(key); err == nil {
 			out = append(out, e)
 		}
 	}
@@ -384,12 +406,12 @@ func (s *Store) findParked(ctx context.Context, key, id string) (deadletter.Entr
 			if h.err != nil || h.e.ID != id {
 				continue
 			}
-			msgs, err := s.rdb.XRangeN(ctx, k[1], h.e.Pos, h.e.Pos, 1).Result()
+			ws, err := s.whole(ctx, k[1], "", []string{h.e.Pos})
 			if err != nil {
 				return deadletter.Entry{}, fmt.Errorf("redisstore: %w", err)
 			}
-			if len(msgs) == 1 {
-				if e, err := decode(key, msgs[0].ID, msgs[0].Values, msgs[0].Values["r"]); err == nil && e.ID == id {
+			if len(ws) == 1 {
+				if e, err := ws[0].decode(key); err == nil && e.ID == id {
 					return e, nil
 				}
 			}

@@ -75,6 +75,12 @@ end
 local function held(l, owner)
   return redis.call('GET', l) == owner
 end
+-- small returns v when it is a string short enough for a number the store
+-- wrote (32 bytes), else false: a hostile counter is never sent whole.
+local function small(v)
+  if type(v) == 'string' and #v <= 32 then return v end
+  return false
+end
 -- own drops a value of another type than the store keeps at w and p
 -- (streams) and m (a hash; nil: not given): hostile, it holds nothing the
 -- store wrote, and would fail every script of the key. The counters are
@@ -169,7 +175,7 @@ local b = blob(e[2])
 if type(b) == 'string' and #b > 17825792 then return {e[1], {}, false, #b} end
 local fields = {}
 if b then fields = {'e', b} end
-return {e[1], fields, redis.call('HGET', KEYS[2], 'f:' .. e[1]), 0}
+return {e[1], fields, small(redis.call('HGET', KEYS[2], 'f:' .. e[1])), 0}
 `)
 
 // remove (ack, expire): KEYS w p m l; ARGV owner id → 1.
@@ -241,13 +247,14 @@ setbytes(KEYS[3], b + #ARGV[2] - bloblen(r[1][2]))
 return 1
 `)
 
-// heads: KEYS stream; ARGV from count prefix → for each entry from from
-// (XRANGE's syntax), at most count: {id, the first prefix bytes of field e
-// (or false when none), e's length, field r (or false)}. A listing reads
-// the entries' heads, never their payloads (the encoding keeps the payload
-// last). Of a field given twice, the last one counts, as for XRANGE's
-// reader.
-var headsScript = redis.NewScript(`
+// heads: KEYS stream [m]; ARGV from count prefix → for each entry from
+// from (XRANGE's syntax), at most count: {id, the first prefix bytes of
+// field e (or false when none), e's length, its failed replays (or
+// false)}: field r of a parked entry, or, when m is given, f:<id> of m
+// (a waiting one's). A listing reads the entries' heads, never their
+// payloads (the encoding keeps the payload last), nor their other fields.
+// Of a field given twice, the last one counts, as for XRANGE's reader.
+var headsScript = redis.NewScript(lib + `
 local page = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
 local n = tonumber(ARGV[3])
 local out = {}
@@ -259,13 +266,56 @@ for i, m in ipairs(page) do
       if f[j] == 'e' then e = f[j+1] elseif f[j] == 'r' then r = f[j+1] end
     end
   end
+  if KEYS[2] then r = redis.call('HGET', KEYS[2], 'f:' .. m[1]) end
   if type(e) == 'string' then
-    out[i] = {m[1], string.sub(e, 1, n), #e, r}
+    out[i] = {m[1], string.sub(e, 1, n), #e, small(r)}
   else
-    out[i] = {m[1], false, 0, r}
+    out[i] = {m[1], false, 0, small(r)}
   end
 end
 return out
+`)
+
+// entries: KEYS stream [m]; ARGV id... → for each id still in stream:
+// {id, field e (or false when none, or when it is over an entry's bound),
+// e's length, its failed replays (or false), as heads}. The entry's other
+// fields stay in Redis.
+var entriesScript = redis.NewScript(lib + `
+local out = {}
+for _, id in ipairs(ARGV) do
+  local r = redis.call('XRANGE', KEYS[1], id, id)
+  if r[1] then
+    local e, c = nil, false
+    local f = r[1][2]
+    if type(f) == 'table' then
+      for j = 1, #f - 1, 2 do
+        if f[j] == 'e' then e = f[j+1] elseif f[j] == 'r' then c = f[j+1] end
+      end
+    end
+    if KEYS[2] then c = redis.call('HGET', KEYS[2], 'f:' .. id) end
+    local size = 0
+    if type(e) == 'string' then size = #e else e = false end
+    if size > 17825792 then e = false end
+    out[#out + 1] = {id, e, size, small(c)}
+  end
+end
+return out
+`)
+
+// stats: KEYS w p m → {waiting, parked, the byte counter (or false)}.
+var statsScript = redis.NewScript(lib + `
+return {redis.call('XLEN', KEYS[1]), redis.call('XLEN', KEYS[2]), small(redis.call('HGET', KEYS[3], 'bytes'))}
+`)
+
+// keys: KEYS the key set; ARGV cursor maxlen → {next cursor, the members
+// of one SSCAN page of at most maxlen bytes}.
+var keysScript = redis.NewScript(`
+local r = redis.call('SSCAN', KEYS[1], ARGV[1], 'COUNT', 1000)
+local out = {}
+for _, k in ipairs(r[2]) do
+  if #k <= tonumber(ARGV[2]) then out[#out + 1] = k end
+end
+return {r[1], out}
 `)
 
 // purge: KEYS w p m; ARGV parked-id → 1, or 0 when it is gone.
