@@ -36,6 +36,11 @@ func (s *Store) Lease(ctx context.Context, key, owner string, ttl time.Duration)
 	return &lease{s: s, key: key, k: k, owner: owner, ttl: ttl}, nil
 }
 
+// maxClearCalls bounds the calls of one Next that clear pending IDs
+// whose entries are gone: each clears at least 100 of them (up to 1000 on
+// Redis 7), so at least a million between two entries.
+const maxClearCalls = 10_000
+
 type lease struct {
 	s          *Store
 	key, owner string
@@ -55,7 +60,19 @@ func (l *lease) Next(ctx context.Context) (deadletter.Entry, bool, error) {
 	if l.s.closed.Load() {
 		return deadletter.Entry{}, false, deadletter.ErrClosed
 	}
-	res, err := nextScript.Run(ctx, l.s.rdb, []string{l.k[0], l.k[2], l.k[3]}, l.owner, l.ttl.Milliseconds()).Result()
+	var res any
+	var err error
+	// Each call clears up to its share of pending IDs whose entries are
+	// gone (hostile or trimmed): as many calls as they take, bounded.
+	for range maxClearCalls {
+		res, err = nextScript.Run(ctx, l.s.rdb, []string{l.k[0], l.k[2], l.k[3]}, l.owner, l.ttl.Milliseconds()).Result()
+		if more, _ := res.(string); err != nil || more != "more" {
+			break
+		}
+	}
+	if more, _ := res.(string); more == "more" {
+		return deadletter.Entry{}, false, nil // the next round goes on
+	}
 	if errors.Is(err, redis.Nil) {
 		return deadletter.Entry{}, false, nil
 	}

@@ -130,9 +130,11 @@ return 1
 // next: KEYS w m l; ARGV owner ttl(ms) → {id, fields, failed replays, 0} of
 // the head, or nil; fields holds field e only, and only when it is at most
 // an entry's bound (17 MiB): else {id, {}, false, its size}, so that a
-// hostile blob never leaves Redis (the replay drops it). The head is the oldest entry pending in the group (the one
-// a holder before was replaying: XAUTOCLAIM hands it over), else the next
-// one never delivered.
+// hostile blob never leaves Redis (the replay drops it). The head is the
+// oldest entry pending in the group (the one a holder before was
+// replaying: XAUTOCLAIM hands it over), else the next one never
+// delivered. "more" when the call cleared its share of pending IDs whose
+// entries are gone and more may remain: call again.
 var nextScript = redis.NewScript(lib + `
 if not held(KEYS[3], ARGV[1]) then return redis.error_reply('LEASELOST the lease expired') end
 own(KEYS[1], false, KEYS[2])
@@ -155,7 +157,7 @@ while not e and r[1] ~= '0-0' and steps < 100 do
   e = r[2] and r[2][1]
   steps = steps + 1
 end
-if not e and r[1] ~= '0-0' then return false end
+if not e and r[1] ~= '0-0' then return 'more' end
 local function readnew()
   local rr = redis.call('XREADGROUP', 'GROUP', 'replay', ARGV[1], 'COUNT', 1, 'STREAMS', KEYS[1], '>')
   if rr and rr[1] and rr[1][2] then return rr[1][2][1] end
