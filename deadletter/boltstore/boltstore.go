@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -302,6 +303,33 @@ func (k *keyBucket) save() error {
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
+// nextSeq returns the key's next sequence number, past every entry's in
+// either state whatever the bucket's sequence says: a hostile or damaged
+// file's can be behind its entries (a Put at an entry's number replaces
+// it) or at its maximum (the next one wraps to 0, before every entry).
+func (k *keyBucket) nextSeq() (uint64, error) {
+	last := uint64(0)
+	for _, b := range []*bolt.Bucket{k.waiting, k.parked} {
+		c := b.Cursor()
+		ck, _ := c.Last()
+		for ck != nil && len(ck) != 8 { // a hostile file's key: no number
+			ck, _ = c.Prev()
+		}
+		if ck != nil {
+			last = max(last, binary.BigEndian.Uint64(ck))
+		}
+	}
+	if last == math.MaxUint64 {
+		return 0, errors.New("boltstore: the key's entries hold the last sequence number")
+	}
+	seq := k.b.Sequence()
+	if seq <= last || seq == math.MaxUint64 {
+		seq = last
+	}
+	seq++
+	return seq, k.b.SetSequence(seq)
+}
+
 func pos(k []byte) string {
 	if len(k) != 8 {
 		return "bad:" + strconv.Quote(string(k))
@@ -377,7 +405,7 @@ func (s *Store) Append(_ context.Context, e deadletter.Entry, lim deadletter.Lim
 		if k.nw+k.np >= int64(lim.MaxEntries) || k.bytes+int64(len(blob)) > lim.MaxBytes {
 			return deadletter.ErrFull
 		}
-		seq, err := k.b.NextSequence()
+		seq, err := k.nextSeq()
 		if err != nil {
 			return err
 		}
@@ -501,7 +529,7 @@ func (s *Store) Requeue(_ context.Context, key, id string, now time.Time) error 
 		if err != nil {
 			return err
 		}
-		seq, err := k.b.NextSequence()
+		seq, err := k.nextSeq()
 		if err != nil {
 			return err
 		}

@@ -169,7 +169,7 @@ func (l *lease) Fail(_ context.Context, e deadletter.Entry, maxReplays int) (int
 			return k.save()
 		}
 		parked = true
-		seq, err := k.b.NextSequence()
+		seq, err := k.nextSeq()
 		if err != nil {
 			return err
 		}
