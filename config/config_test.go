@@ -73,6 +73,8 @@ func TestDeadLetterProblemsNameTheirPath(t *testing.T) {
 		{"defaults: { deadLetter: { on: [] } }", "defaults.deadLetter.on: is empty: name CIRCUIT_OPEN, RETRIES_EXHAUSTED or both"},
 		{"defaults: { deadLetter: {} }\nservices: { a.B: { methods: { Get: { deadLetter: { on: [] } } } } }", `services."a.B".methods.Get.deadLetter.on: is empty`},
 		{"defaults: { deadLetter: { store: redis } }", "defaults.deadLetter.namespace: store: redis needs a namespace"},
+		{"defaults: { deadLetter: { store: redis, namespace: \"a{b}\" } }", `defaults.deadLetter.namespace: must be 1 to 128 printable ASCII characters without spaces or braces, got "a{b}"`},
+		{"defaults: { deadLetter: { store: redis, namespace: \"a b\" } }", `defaults.deadLetter.namespace: must be 1 to 128`},
 		{"defaults: { deadLetter: { store: disk } }", `defaults.deadLetter.store: must be local or redis, got "disk"`},
 		{"defaults: { deadLetter: { store: redis, namespace: n, path: x } }", "defaults.deadLetter.path: is for store: local"},
 		{"defaults: { deadLetter: { maxAge: -1s } }", "defaults.deadLetter.maxAge: must be positive"},

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/internal/dlns"
 )
 
 // DeadLetterSection is the deadLetter section (docs/deadletter.md): calls a
@@ -96,6 +97,8 @@ func DeadLetterConfig(s *DeadLetterSection) (DeadLetter, error) {
 		}
 		if s.Namespace == nil || strings.TrimSpace(*s.Namespace) == "" {
 			errs = append(errs, &PathError{Path: "namespace", Problem: "store: redis needs a namespace: the streams every instance of this client shares (unrelated clients must not share one, or they replay each other's calls)"})
+		} else if !dlns.Check(*s.Namespace) {
+			errs = append(errs, &PathError{Path: "namespace", Problem: dlns.Problem + ", got " + strconv.Quote(Clip(*s.Namespace))})
 		} else {
 			dl.Namespace = *s.Namespace
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/internal/dlns"
 	"github.com/meshless/meshless/internal/opterr"
 )
 
@@ -67,22 +68,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if rdb == nil {
 		errs.Add("redis", nil, "must not be nil")
 	}
-	if s.ns == "" || len(s.ns) > 128 || strings.ContainsAny(s.ns, "{} \t\r\n") || !printable(s.ns) {
-		errs.Add("namespace", s.ns, "must be 1 to 128 printable ASCII characters without spaces or braces")
+	if !dlns.Check(s.ns) {
+		errs.Add("namespace", s.ns, dlns.Problem)
 	}
 	if err := errs.Err(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	return s, nil
-}
-
-func printable(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < ' ' || s[i] >= 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // keys are the Redis keys of one dead-letter key, in the order the scripts
