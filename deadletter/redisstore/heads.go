@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/meshless/meshless/deadletter"
@@ -13,6 +14,12 @@ import (
 // metadata, far less in most entries (an entry whose head is longer is
 // read whole).
 const headPrefix = 1 << 10
+
+// errGone is the error of a head whose entry was removed between the two
+// reads of one that is longer than headPrefix: List and the others skip
+// it, as an entry removed before; a raw listing, which shows every entry,
+// fails (its page would be short).
+var errGone = errors.New("redisstore: the entry was removed while it was read")
 
 // head is one stream entry read without its payload.
 type head struct {
@@ -53,8 +60,10 @@ func (s *Store) heads(ctx context.Context, key, stream, from string, n int, m st
 			if rerr != nil {
 				return nil, fmt.Errorf("redisstore: read: %w", rerr)
 			}
-			if len(ws) == 0 { // removed meanwhile: the page would be short
-				return nil, fmt.Errorf("redisstore: read: entry %s was removed while it was read; read again", id)
+			if len(ws) == 0 { // removed meanwhile
+				h.err = errGone
+				out = append(out, h)
+				continue
 			}
 			h.e, err = ws[0].decode(key)
 			n, h.e.Payload = len(h.e.Payload), nil

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/meshless/meshless/deadletter"
@@ -50,6 +51,9 @@ func (r raw) Scan(ctx context.Context, key string, state deadletter.State, after
 	}
 	out := make([]dlraw.Item, 0, len(hs))
 	for _, h := range hs {
+		if errors.Is(h.err, errGone) {
+			return nil, fmt.Errorf("redisstore: read: entry %s was removed while it was read; read again", h.e.Pos)
+		}
 		out = append(out, dlraw.Item{Entry: h.e, Size: h.size, PayloadBytes: h.payload, Err: h.err})
 	}
 	return out, nil
