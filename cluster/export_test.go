@@ -5,7 +5,3 @@ func Deliver(c *Cluster, payload string) { c.deliver(payload) }
 
 // ClaimOpenSHA is the SHA1 of the script that claims an open.
 var ClaimOpenSHA = claimOpen.Hash()
-
-// WriteWindowScript is the script that writes an instance's window field
-// and the hash's TTL.
-const WriteWindowScript = writeWindow

@@ -9,8 +9,7 @@ import (
 // What one sync writes of this instance's own windows. A field of the
 // window hash counts, for the other instances, while its at is less than
 // three sync intervals old (the freshness horizon), and the hash lives
-// three sync intervals after its last write (writeWindow sets the field
-// and the TTL at once): a field of a dead instance
+// three sync intervals after its last PEXPIRE: a field of a dead instance
 // stops counting, and a hash no instance writes expires. A window that did
 // not move since this instance last wrote it is not rewritten at every
 // sync, only often enough that it never reaches either limit.
@@ -78,8 +77,8 @@ func (c *Cluster) gap(now int64) int64 {
 // breaker, built once when it joins (go-redis reads them, never changes
 // them): a sync allocates none.
 type syncArgs struct {
-	scan, getRange []any
-	write          []any // all but the value; cap = len
+	scan, getRange, expire []any
+	hset                   []any // all but the value; cap = len
 }
 
 func (c *Cluster) syncArgs(e *entry) syncArgs {
@@ -89,7 +88,8 @@ func (c *Cluster) syncArgs(e *entry) syncArgs {
 		scan: []any{"hscan", e.wkey, uint64(0), "count", int64(MaxInstances)},
 		// At most one byte more than a record: "" when absent.
 		getRange: []any{"getrange", e.okey, int64(0), int64(maxRecord)},
-		write:    []any{"eval", writeWindow, int64(1), e.wkey, (horizon * c.o.SyncInterval).Milliseconds(), c.o.instance},
+		expire:   []any{"pexpire", e.wkey, (horizon * c.o.SyncInterval).Milliseconds()},
+		hset:     []any{"hset", e.wkey, c.o.instance},
 	}
 }
 
@@ -106,20 +106,14 @@ func (a syncArgs) getrange(ctx context.Context, p redis.Pipeliner) *redis.String
 	return cmd
 }
 
-// writeOwn queues the write of this instance's field and the hash's TTL,
-// in one script: see writeWindow.
-func (a syncArgs) writeOwn(ctx context.Context, p redis.Pipeliner, value string) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, append(a.write[:len(a.write):len(a.write)], value)...)
+func (a syncArgs) pexpire(ctx context.Context, p redis.Pipeliner) *redis.BoolCmd {
+	cmd := redis.NewBoolCmd(ctx, a.expire...)
 	_ = p.Process(ctx, cmd)
 	return cmd
 }
 
-// writeWindow sets this instance's field of a window hash and the hash's
-// TTL at once. Before, HSET and then PEXPIRE were two commands: a pod that
-// crashed, or whose connection dropped, between the two left a hash with
-// no TTL, which lived for ever once no instance wrote it again. Sent with
-// EVAL in the sync's pipeline, one command where there were two.
-//
-//	KEYS[1] window hash; ARGV: px, instance, value
-const writeWindow = `redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
-return redis.call('PEXPIRE', KEYS[1], ARGV[1])`
+func (a syncArgs) hsetOwn(ctx context.Context, p redis.Pipeliner, value string) *redis.IntCmd {
+	cmd := redis.NewIntCmd(ctx, append(a.hset[:len(a.hset):len(a.hset)], value)...)
+	_ = p.Process(ctx, cmd)
+	return cmd
+}

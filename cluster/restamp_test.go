@@ -27,33 +27,11 @@ type sent struct {
 }
 
 func (s sent) key() string {
-	i := 1
-	if s.name == "eval" || s.name == "evalsha" {
-		i = 3 // eval script numkeys key…
-	}
-	if len(s.args) <= i {
+	if len(s.args) < 2 {
 		return ""
 	}
-	k, _ := s.args[i].(string)
+	k, _ := s.args[1].(string)
 	return k
-}
-
-// isWindowWrite reports whether s writes an instance's window field (and
-// the hash's TTL, in the same script).
-func (s sent) isWindowWrite() bool {
-	script, _ := s.args[min(1, len(s.args)-1)].(string)
-	return s.name == "eval" && script == cluster.WriteWindowScript
-}
-
-// writes counts the window writes of list on key.
-func writes(list []sent, key string) int {
-	n := 0
-	for _, s := range list {
-		if s.isWindowWrite() && s.key() == key {
-			n++
-		}
-	}
-	return n
 }
 
 // recorder is a go-redis hook that records every command its client sends.
@@ -143,7 +121,7 @@ func TestAnIdleWindowIsRestampedEverySecondSync(t *testing.T) {
 	a.calls(3, ok)
 	a.sync()
 	written := w.clk.Now()
-	if got := rec.take(); writes(got, "test:w:svc") != 1 {
+	if got := rec.take(); count1(got, "hset", "test:w:svc") != 1 || count1(got, "pexpire", "test:w:svc") != 1 {
 		t.Fatalf("first sync sent %v: want the window written", names(got))
 	}
 	for round := 1; round <= 8; round++ {
@@ -159,7 +137,8 @@ func TestAnIdleWindowIsRestampedEverySecondSync(t *testing.T) {
 			name, key string
 			want      int
 		}{
-			{"eval", "test:w:svc", wantWrites}, // the field and the TTL at once
+			{"hset", "test:w:svc", wantWrites},
+			{"pexpire", "test:w:svc", wantWrites},
 			{"hscan", "test:w:svc", 1},
 			{"getrange", "test:open:svc", 1},
 			{"set", "test:alive:a", 1},
@@ -168,7 +147,7 @@ func TestAnIdleWindowIsRestampedEverySecondSync(t *testing.T) {
 				t.Fatalf("sync %d sent %d %s %s, want %d (all: %v)", round, n, c.name, c.key, c.want, names(got))
 			}
 		}
-		if want := 3 + wantWrites; len(got) != want {
+		if want := 3 + 2*wantWrites; len(got) != want {
 			t.Fatalf("sync %d sent %d commands, want %d: %v", round, len(got), want, names(got))
 		}
 		counts, at, ok := field(t, admin, "a")
@@ -231,7 +210,7 @@ func TestAChangedWindowIsWrittenAtTheNextSync(t *testing.T) {
 				}
 				return
 			}
-			if writes(got, "test:w:svc") != 1 || !present || counts != tt.want {
+			if count1(got, "hset", "test:w:svc") != 1 || !present || counts != tt.want {
 				t.Fatalf("sent %v; a's field %q (present %v), want %q written", names(got), counts, present, tt.want)
 			}
 		})
@@ -308,11 +287,11 @@ func TestAnIdleWindowNeverLooksStaleNorExpires(t *testing.T) {
 				b.wantState(circuitbreaker.StateClosed)
 				a.sync()
 				for _, s := range rec.take() {
-					if !s.isWindowWrite() || s.key() != "test:w:svc" {
+					if s.name != "pexpire" || s.key() != "test:w:svc" {
 						continue
 					}
-					if px, _ := s.args[4].(int64); px != (3 * interval).Milliseconds() {
-						t.Fatalf("window write %v: TTL %v, want %d ms", s.args[2:], s.args[4], (3 * interval).Milliseconds())
+					if px, _ := s.args[2].(int64); px != (3 * interval).Milliseconds() {
+						t.Fatalf("PEXPIRE %v, want %d ms", s.args, (3 * interval).Milliseconds())
 					}
 					maxRenewal = max(maxRenewal, s.at.Sub(renewed))
 					renewed = s.at
@@ -341,7 +320,7 @@ func (noWindowWrites) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		kept := cmds[:0:0]
 		for _, c := range cmds {
-			if script, _ := c.Args()[min(1, len(c.Args())-1)].(string); c.Name() == "eval" && script == cluster.WriteWindowScript {
+			if n := c.Name(); n == "hset" || n == "pexpire" {
 				continue
 			}
 			kept = append(kept, c)
@@ -351,9 +330,8 @@ func (noWindowWrites) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 // One sync of 1,000 idle breakers sends 2 commands per breaker, and one
-// that re-stamps them 3 (the field and the hash's TTL in one script):
-// 2,501 a sync on average, where every sync sent 4,000 before; busy
-// breakers send 3 each.
+// that re-stamps them 4: 3,001 a sync on average, where every sync sent
+// 4,000 before; busy breakers still send 4 each.
 func TestCommandsPerSyncOfAThousandBreakers(t *testing.T) {
 	const n = 1000
 	for _, tt := range []struct {
@@ -361,8 +339,8 @@ func TestCommandsPerSyncOfAThousandBreakers(t *testing.T) {
 		busy  bool
 		syncs [2]int // commands sent by two syncs in a row
 	}{
-		{name: "idle", syncs: [2]int{1 + 2*n, 1 + 3*n}},
-		{name: "busy", busy: true, syncs: [2]int{1 + 3*n, 1 + 3*n}},
+		{name: "idle", syncs: [2]int{1 + 2*n, 1 + 4*n}},
+		{name: "busy", busy: true, syncs: [2]int{1 + 4*n, 1 + 4*n}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)

@@ -119,7 +119,7 @@ func (c *Cluster) tooSlow() error {
 type read struct {
 	e      *entry
 	w      coord.Window
-	writes [3]redis.Cmder // the window hash's writes, writes[:nw]
+	writes [4]redis.Cmder // the window hash's writes, writes[:nw]
 	nw     int
 	set    aggregate      // the window written, when written
 	wrote  uint8          // the own field's state once the writes succeed; fieldUnknown when none
@@ -237,8 +237,9 @@ func (c *Cluster) publish(ctx context.Context, p redis.Pipeliner, r *read, now, 
 	}
 	a := aggregate{calls: r.w.Calls, failures: r.w.Failures, slow: r.w.Slow, since: r.w.Since.UnixMilli(), at: now}
 	if c.mustWrite(e.own, a, gap) {
-		r.writes[r.nw] = e.args.writeOwn(ctx, p, a.encode())
-		r.nw++
+		r.writes[r.nw] = e.args.hsetOwn(ctx, p, a.encode())
+		r.writes[r.nw+1] = e.args.pexpire(ctx, p)
+		r.nw += 2
 		r.set, r.wrote = a, fieldWritten
 	} else {
 		e.own.skipped++
