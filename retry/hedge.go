@@ -218,6 +218,7 @@ type hedgeRun struct {
 	// firstOut: with copies, the first copy runs out of the caller's
 	// goroutine (hedged, or every copy at once): CancelFirst ends it.
 	firstOut bool
+	told     bool // cancelCopies told the copies the call is decided (hedgehooks.Decider)
 	l        *hedgeLoop
 
 	mu        sync.Mutex // orders the first timer's firing and the first copy's end
@@ -576,17 +577,6 @@ func (r *hedgeRun) copy(n int) {
 		res.err = r.fn(r.ctx, n)
 	}
 	res.panicked = false
-}
-
-// cancelCopies cancels the copies that may still run.
-func (r *hedgeRun) cancelCopies() {
-	if r.cancel != nil {
-		r.cancel()
-	}
-	if r.firstOut && r.copies != nil {
-		r.firstOut = false // once
-		r.copies.CancelFirst()
-	}
 }
 
 func (r *hedgeRun) stopTimer() {

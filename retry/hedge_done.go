@@ -1,8 +1,12 @@
 package retry
 
-import "github.com/meshless/meshless/resilience"
+import (
+	"github.com/meshless/meshless/internal/hedgehooks"
+	"github.com/meshless/meshless/resilience"
+)
 
-// The end of a hedged call, as its policy reports it: once run has
+// The end of a hedged call: its copies cancelled once it is decided
+// (cancelCopies), and its end as its policy reports it, once run has
 // returned (done), or on a copy's panic's way up (panicked).
 
 // done records the call's event.
@@ -23,4 +27,22 @@ func (r *hedgeRun) panicked(ran *bool) {
 	}
 	r.cancelCopies()
 	r.done(0, resilience.ErrPanicked)
+}
+
+// cancelCopies cancels the copies that may still run, after telling the
+// copies that want to know (hedgehooks.Decider) that the call is decided.
+func (r *hedgeRun) cancelCopies() {
+	if !r.told && r.copies != nil && (r.cancel != nil || r.firstOut) {
+		r.told = true // once: a decided call is decided when its copies were first cancelled
+		if d, ok := r.copies.(hedgehooks.Decider); ok {
+			d.Decided()
+		}
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	if r.firstOut && r.copies != nil {
+		r.firstOut = false // once
+		r.copies.CancelFirst()
+	}
 }

@@ -160,6 +160,7 @@ type AttemptDeadline struct {
 	cancel context.CancelFunc
 	at     time.Time
 	scope  timeout.Scope // the timeout whose deadline ctx carries
+	cut    bool          // a hedge's decision cancelled ctx before its deadline (CutAt)
 }
 
 // Release releases the derived context without reporting anything (an
@@ -191,7 +192,7 @@ func (a *AttemptDeadline) EndIn(err error, end time.Time, took time.Duration) er
 	a.parent = nil // ended: Abort only releases (see Pending)
 	ours := false
 	if a.ctx != nil {
-		ours = err != nil && ctx.Err() == nil && (a.ctx.Err() == context.DeadlineExceeded || !end.Before(a.at))
+		ours = err != nil && ctx.Err() == nil && (a.ctx.Err() == context.DeadlineExceeded || !a.cut && !end.Before(a.at))
 		a.cancel()
 		a.cancel = nil // released: a Release after End (a deferred Abort) does nothing
 	}
@@ -218,6 +219,22 @@ func (a *AttemptDeadline) EndIn(err error, end time.Time, took time.Duration) er
 func (a *AttemptDeadline) Within(caller context.Context) {
 	if a.parent != nil {
 		a.parent = caller
+	}
+}
+
+// CutAt tells the attempt, once it has returned and before it ends, that
+// the hedging policy decided its call at decided (zero: not yet), and so
+// cancelled the context it was given, which ends ctx: a hedged copy whose
+// context that cancel ended before its deadline was ended by the copy that
+// won, not by the deadline, also when it returns past the deadline (its
+// goroutine ran late). Its end is then not the deadline's: a loser that
+// the winner cancelled stays CANCELLED, which the breaker ignores. A copy
+// whose deadline came first (its timer ended ctx, or the call was decided
+// at or past it) is the deadline's, as [AttemptDeadline.Within] says.
+// decided is real time, as the deadline is.
+func (a *AttemptDeadline) CutAt(decided time.Time) {
+	if a.ctx != nil && !decided.IsZero() && decided.Before(a.at) && a.ctx.Err() == context.Canceled {
+		a.cut = true
 	}
 }
 

@@ -196,6 +196,7 @@ type hedgedCall struct {
 	more     atomic.Bool // a copy after the first was made
 
 	mu        sync.Mutex
+	decided   time.Time                // when the policy decided the call (Decided), real time; zero before
 	cancelled bool                     // CancelFirst was called
 	first     deadline.AttemptDeadline // the first copy's: its Release ends it
 	cancel    context.CancelFunc       // or this, when its attempt derived none
@@ -208,7 +209,7 @@ func (h *hedgedCall) Copy(ctx context.Context, n int) error {
 	c := Call{m: h.m, ctx: h.caller, p: h.p, deadlines: h.deadlines, start: h.start}
 	if n > 1 {
 		h.more.Store(true)
-		return c.hedgedCopy(ctx, h.a, n) // ctx: the policy cancels it
+		return c.hedgedCopy(ctx, h, n) // ctx: the policy cancels it
 	}
 	if h.m.waits {
 		// A gate may make the copy wait: it waits under a context that
@@ -216,7 +217,7 @@ func (h *hedgedCall) Copy(ctx context.Context, n int) error {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		h.hold(nil, cancel)
-		return c.hedgedCopy(ctx, h.a, 1)
+		return c.hedgedCopy(ctx, h, 1)
 	}
 	var adm pipeline.Admission
 	actx, d, err := c.Admit(ctx, &adm, 1)
@@ -233,6 +234,9 @@ func (h *hedgedCall) Copy(ctx context.Context, n int) error {
 		h.hold(&d, nil)
 	}
 	aerr := h.a.Attempt(actx, 1)
+	if aerr != nil {
+		d.CutAt(h.decidedAt()) // a loser the winner cancelled before the deadline is not the deadline's
+	}
 	end, err := c.finish(&adm, &d, aerr)
 	h.firstEnd = end // read once every copy has returned (runHedged)
 	if h.m.e.timed {
@@ -264,6 +268,24 @@ func (h *hedgedCall) hold(d *deadline.AttemptDeadline, cancel context.CancelFunc
 	if h.cancelled {
 		h.end()
 	}
+}
+
+// Decided records when the call was decided (hedgehooks.Decider), before
+// the policy cancels the copies still running: a copy whose context that
+// cancel ended before its deadline was ended by the winner, not by the
+// deadline (deadline.AttemptDeadline.CutAt). Its deadlines are real time.
+func (h *hedgedCall) Decided() {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.decided = now
+}
+
+// decidedAt returns when the call was decided, zero before.
+func (h *hedgedCall) decidedAt() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.decided
 }
 
 // CancelFirst ends the first copy: a hedge decided the call.
@@ -300,7 +322,7 @@ func (m *Method) RunOnce(ctx context.Context, a Attempt) error {
 // hedgedCopy is copy n of a hedged call: an attempt like any, but copies
 // run at once, so each reads its own times and none records the call's
 // last end.
-func (c *Call) hedgedCopy(ctx context.Context, a Attempt, n int) error {
+func (c *Call) hedgedCopy(ctx context.Context, h *hedgedCall, n int) error {
 	var adm pipeline.Admission
 	var d deadline.AttemptDeadline
 	actx, err := c.admit(ctx, &adm, &d, n)
@@ -309,7 +331,11 @@ func (c *Call) hedgedCopy(ctx context.Context, a Attempt, n int) error {
 	}
 	defer c.Abort(&adm, &d)
 	d.Within(c.ctx) // one outcome per copy sent: a copy the deadline ended is the deadline's
+	a := h.a
 	aerr := a.Attempt(actx, n)
+	if aerr != nil {
+		d.CutAt(h.decidedAt()) // but a loser the winner cancelled before the deadline is not
+	}
 	end, err := c.finish(&adm, &d, aerr)
 	if c.m.e.timed {
 		tellTook(a, n, aerr, end.Sub(adm.Start()))

@@ -19,6 +19,16 @@ type Copies interface {
 	CancelFirst()
 }
 
+// Decider is Copies that are told when their call is decided: Decided is
+// called once, before the policy cancels the copies still running (and
+// before CancelFirst), from the goroutine that cancels them, only when a
+// copy may still run. A copy whose context that cancel ended before its own
+// deadline was ended by the answer that decided the call, not by its
+// deadline (deadline.AttemptDeadline.CutAt).
+type Decider interface {
+	Decided()
+}
+
 // Deadliner is Copies whose call has a deadline that the caller's context
 // does not carry (meshless's overall timeout, applied to each copy's
 // context): the policy sends no copy, and waits no pushback, past it.
