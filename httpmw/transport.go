@@ -57,7 +57,10 @@ func (transport) Code(err error) (uint32, bool) {
 	if re := (*requestError)(nil); errors.As(err, &re) {
 		return config.StatusClientClosedRequest, true // the caller's side: its request's body
 	}
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		// The caller's. A timeout that cut a cancelled request (a hedged
+		// copy the hedge's cancel reached at the deadline, before its own
+		// timer) is the timeout's: a failure, as any timeout.
 		return config.StatusClientClosedRequest, true
 	}
 	return 0, false
@@ -112,9 +115,11 @@ func (transport) ErrorType(err error) string {
 	var record tls.RecordHeaderError
 	var netErr net.Error
 	switch {
+	case errors.Is(err, context.DeadlineExceeded): // before Canceled: a timeout that cut a cancelled request (Code)
+		return "timeout"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+	case errors.As(err, &netErr) && netErr.Timeout():
 		return "timeout"
 	case errors.As(err, &dns):
 		return "dns"
