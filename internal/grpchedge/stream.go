@@ -23,6 +23,7 @@ import (
 	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/retry"
+	"github.com/meshless/meshless/timeout"
 )
 
 // A server-streaming call (one request, a stream of responses) on a method
@@ -85,6 +86,25 @@ type hedgedCopy struct {
 	live    bool
 	eof     bool // the stream ended OK before any response
 	ended   bool // the copy's stream ended in its turn (gRPC wrote its results before copy returned)
+
+	cutMu sync.Mutex
+	cutAt time.Time // when the hedge's decision cancelled the copy's context (zero: it did not)
+}
+
+// cut records that the hedge's decision cancels the copy's context now.
+func (c *hedgedCopy) cut() {
+	now := time.Now()
+	c.cutMu.Lock()
+	defer c.cutMu.Unlock()
+	c.cutAt = now
+}
+
+// cutTime returns when the hedge's decision cancelled the copy's context,
+// zero when it did not.
+func (c *hedgedCopy) cutTime() time.Time {
+	c.cutMu.Lock()
+	defer c.cutMu.Unlock()
+	return c.cutAt
 }
 
 // NewStream returns the hedged stream of a server-streaming call of m, a
@@ -214,6 +234,7 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 		// first would race that, and could turn a DEADLINE_EXCEEDED into a
 		// CANCELLED.
 		if s.call.Context().Err() == nil {
+			c.cut()
 			ccancel()
 		}
 	})
@@ -281,12 +302,23 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 	// returned its error, or a streamer that could not open it, has had
 	// gRPC write the copy's results (or there was no stream).
 	c.ended = true
+	// As a unary call's copies: a copy that ran until its deadline is the
+	// deadline's, whether its timer or the hedge's cancel reached it first;
+	// a loser the hedge cancelled before its deadline is not (CutAt).
+	c.dl.Within(s.call.Context())
+	c.dl.CutAt(c.cutTime())
 	if err == io.EOF {
 		c.eof = true
 		s.finishCopy(c, nil)
 		return nil // ended OK without a response: an answer
 	}
-	return withPushback(s.finishCopy(c, err), c.trailer)
+	ferr := s.finishCopy(c, err)
+	if te, ok := ferr.(*timeout.Error); ok && te.Err == err {
+		// The gates counted a timeout; the hedge and the caller get gRPC's
+		// status, as from any stream its deadline cut (docs/grpc-streams.md).
+		ferr = err
+	}
+	return withPushback(ferr, c.trailer)
 }
 
 // finishCopy ends copy c, which copy admitted, with err (nil for a stream
