@@ -187,7 +187,11 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 	if n > 0 && s.copies[n-1].ended {
 		s.answer = &s.copies[n-1] // ended OK or with a fatal code: its trailer is the call's
 	}
-	s.commitErr = grpcwire.ContextStatus(engine.WithoutPushback(err))
+	err = engine.WithoutPushback(err)
+	if te, ok := err.(*timeout.Error); ok {
+		err = te.Err // a stream its timeouts cut ends as gRPC ended it (docs/grpc-streams.md)
+	}
+	s.commitErr = grpcwire.ContextStatus(err)
 	return s.commitErr
 }
 
@@ -312,13 +316,9 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 		s.finishCopy(c, nil)
 		return nil // ended OK without a response: an answer
 	}
-	ferr := s.finishCopy(c, err)
-	if te, ok := ferr.(*timeout.Error); ok && te.Err == err {
-		// The gates counted a timeout; the hedge and the caller get gRPC's
-		// status, as from any stream its deadline cut (docs/grpc-streams.md).
-		ferr = err
-	}
-	return withPushback(ferr, c.trailer)
+	// A copy its perAttempt timeout cut is the hedge's non-fatal timeout,
+	// as a unary copy's (start gives the caller gRPC's status).
+	return withPushback(s.finishCopy(c, err), c.trailer)
 }
 
 // finishCopy ends copy c, which copy admitted, with err (nil for a stream
