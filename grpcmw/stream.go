@@ -402,7 +402,7 @@ func (cs *clientStream) RecvMsg(msg any) error {
 func (s *streamState) failedLocked(err error) (_ error, again bool) {
 	aerr := err
 	if err != io.EOF && !s.done {
-		aerr = withPushback(err, s.trailer)
+		aerr = grpcwire.WithPushback(err, s.trailer)
 	}
 	if err == io.EOF || !s.replay || s.committed || s.done {
 		s.finishLocked(err, aerr)

@@ -15,6 +15,7 @@ import (
 	"github.com/meshless/meshless/internal/grpchedge"
 	"github.com/meshless/meshless/internal/grpcwire"
 	"github.com/meshless/meshless/internal/picknote"
+	"github.com/meshless/meshless/internal/pushback"
 	"github.com/meshless/meshless/retry"
 )
 
@@ -104,7 +105,7 @@ func (u *unaryCall) Attempt(ctx context.Context, n int) error {
 	if err == nil {
 		return nil
 	}
-	return withPushback(err, u.trailer)
+	return grpcwire.WithPushback(err, u.trailer)
 }
 
 // Took passes the time the engine read for attempt n, which ended with err,
@@ -112,20 +113,9 @@ func (u *unaryCall) Attempt(ctx context.Context, n int) error {
 // detector).
 func (u *unaryCall) Took(_ int, err error, took time.Duration) {
 	if u.note != nil {
-		u.note.Took(engine.WithoutPushback(err), took)
+		u.note.Took(pushback.Without(err), took)
 		u.note = nil
 	}
-}
-
-// withPushback attaches the pushback of an attempt's trailer to its error.
-func withPushback(err error, trailer metadata.MD) error {
-	if err == nil {
-		return nil
-	}
-	if d, ok := grpcwire.Pushback(trailer); ok {
-		return engine.WithPushback(err, d)
-	}
-	return err
 }
 
 // reset clears what u keeps of the caller's call, field by field (a
@@ -235,7 +225,7 @@ func (u *hedgedUnary) copy(ctx context.Context, n int) error {
 		c.note.Context = ctx
 		ctx = c.note.For(u.fullMethod)
 	}
-	return withPushback(u.invoker(ctx, u.fullMethod, u.req, c.reply, u.cc, opts...), c.trailer)
+	return grpcwire.WithPushback(u.invoker(ctx, u.fullMethod, u.req, c.reply, u.cc, opts...), c.trailer)
 }
 
 // Took passes the time the engine read for copy n, which ended with err,
@@ -247,6 +237,6 @@ func (u *hedgedUnary) Took(n int, err error, took time.Duration) {
 		return
 	}
 	if c := u.hedge.copies[n-2]; c != nil {
-		c.note.Took(engine.WithoutPushback(err), took)
+		c.note.Took(pushback.Without(err), took)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshless/meshless/internal/engine"
 	"github.com/meshless/meshless/internal/httpcall"
+	"github.com/meshless/meshless/internal/pushback"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 )
@@ -229,7 +230,7 @@ func (cl *call) Attempt(ctx context.Context, n int) error {
 	se := &statusError{resp: resp, status: resp.StatusCode, n: n, relayed: relayed(resp)}
 	if cl.pushback && se.relayed == 0 && (se.status == http.StatusTooManyRequests || se.status == http.StatusServiceUnavailable) {
 		if d, ok := retryAfter(resp.Header, cl.clock.Now()); ok {
-			return engine.WithPushback(se, d)
+			return pushback.With(se, d)
 		}
 	}
 	return se

@@ -10,6 +10,7 @@ import (
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/hedgehooks"
 	"github.com/meshless/meshless/internal/pipeline"
+	"github.com/meshless/meshless/internal/pushback"
 	"github.com/meshless/meshless/internal/retryhooks"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
@@ -93,7 +94,7 @@ func (m *Method) ended(ctx context.Context, a Attempt, err error) (int, error) {
 		return 0, m.Ended(ctx, err)
 	}
 	defer func() { _ = m.Ended(ctx, err) }()
-	return 1, WithoutPushback(a.Attempt(ctx, 1))
+	return 1, pushback.Without(a.Attempt(ctx, 1))
 }
 
 // Context returns the call's context: the caller's, bounded by the overall

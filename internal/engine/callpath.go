@@ -9,6 +9,7 @@ import (
 	"github.com/meshless/meshless/internal/breakerhooks"
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/pipeline"
+	"github.com/meshless/meshless/internal/pushback"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/retry"
 	"github.com/meshless/meshless/throttler"
@@ -515,7 +516,7 @@ func (c *Call) deferCall(a Attempt, err error) error {
 // the errors its own deadline caused), the per-call event is recorded, and
 // the error is returned as the caller sees it. Call it once.
 func (c *Call) End(err error) error {
-	err = WithoutPushback(err)
+	err = pushback.Without(err)
 	end := c.last
 	if end.IsZero() { // no attempt ended: refused, or hedged
 		end = c.m.e.now()

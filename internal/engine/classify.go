@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/meshless/meshless/config"
+	"github.com/meshless/meshless/internal/pushback"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -78,17 +79,17 @@ func (m *matcher) match(err error) bool {
 	return !relayed
 }
 
-// pushbackOf reads the pushback an attempt's error carries (WithPushback);
+// pushbackOf reads the pushback an attempt's error carries (pushback.With);
 // a relayed rejection has none.
 func (c *classes) pushbackOf(err error) (d time.Duration, ok bool) {
-	pe, ok := err.(*pushbackError)
+	inner, d, ok := pushback.Of(err)
 	if !ok {
 		return 0, false
 	}
-	if _, relayed := c.t.Relayed(pe.error); relayed {
+	if _, relayed := c.t.Relayed(inner); relayed {
 		return 0, false
 	}
-	return pe.delay, true
+	return d, true
 }
 
 // errorType names a call's error for metrics: a local rejection's reason in

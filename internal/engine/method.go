@@ -93,7 +93,7 @@ func (m *Method) Retries() bool { return m.retries }
 func (m *Method) StreamRetries() bool { return m.retries || m.hedge != nil }
 
 // ReadsPushback reports whether the method's attempt policy reads the
-// server's pushback (engine.WithPushback): it retries, hedges or counts its
+// server's pushback (pushback.With): it retries, hedges or counts its
 // calls in the retry budget.
 func (m *Method) ReadsPushback() bool { return m.attempts != nil || m.hedge != nil }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/internal/pipeline"
+	"github.com/meshless/meshless/internal/pushback"
 	"github.com/meshless/meshless/resilience"
 	"github.com/meshless/meshless/throttler"
 	"github.com/meshless/meshless/timeout"
@@ -423,18 +424,18 @@ func diffCases() []diffCase {
 		{name: "cancelled", script: func(context.Context, int) error { return &codeError{code: 1} }},
 		{name: "pushback then success", script: func(_ context.Context, n int) error {
 			if n == 1 {
-				return WithPushback(&codeError{code: 14}, 700*time.Millisecond)
+				return pushback.With(&codeError{code: 14}, 700*time.Millisecond)
 			}
 			return nil
 		}},
 		{name: "pushback stop", script: func(_ context.Context, n int) error {
-			return WithPushback(&codeError{code: 14}, -1)
+			return pushback.With(&codeError{code: 14}, -1)
 		}},
 		{name: "pushback on business answer", script: func(_ context.Context, n int) error {
-			return WithPushback(&codeError{code: 5}, time.Second)
+			return pushback.With(&codeError{code: 5}, time.Second)
 		}},
 		{name: "pushback past overall", script: func(_ context.Context, n int) error {
-			return WithPushback(&codeError{code: 14}, 5*time.Second)
+			return pushback.With(&codeError{code: 14}, 5*time.Second)
 		}},
 		{name: "breaker opens over calls", calls: 6, policy: func(p *config.Policies) {
 			p.CircuitBreaker = &config.CircuitBreakerSection{SlidingWindowSize: config.Ptr(4), MinimumNumberOfCalls: config.Ptr(2),

@@ -75,33 +75,3 @@ func tellTook(a Attempt, n int, err error, d time.Duration) {
 		t.Took(n, err, d)
 	}
 }
-
-// WithPushback returns an attempt's error carrying the delay the server
-// asked for before the next attempt (a negative one: no more attempts), for
-// the retry and hedging policies. The engine takes it off before the caller
-// sees the error, and ignores it on a relayed rejection (never retried
-// anyway, and it moves no throttle token).
-func WithPushback(err error, d time.Duration) error {
-	if err == nil {
-		return nil
-	}
-	return &pushbackError{error: err, delay: d}
-}
-
-// pushbackError carries a server's pushback with an attempt's error. It is
-// transparent: errors.Is and errors.As (so status.Code) see the error it
-// wraps.
-type pushbackError struct {
-	error
-	delay time.Duration
-}
-
-func (e *pushbackError) Unwrap() error { return e.error }
-
-// WithoutPushback unwraps the pushback an attempt's error carried.
-func WithoutPushback(err error) error {
-	if pe, ok := err.(*pushbackError); ok {
-		return pe.error
-	}
-	return err
-}

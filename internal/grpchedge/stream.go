@@ -22,6 +22,7 @@ import (
 	"github.com/meshless/meshless/internal/grpcwire"
 	"github.com/meshless/meshless/internal/picknote"
 	"github.com/meshless/meshless/internal/pipeline"
+	"github.com/meshless/meshless/internal/pushback"
 	"github.com/meshless/meshless/retry"
 	"github.com/meshless/meshless/timeout"
 )
@@ -187,7 +188,7 @@ func (s *hedgedState) start(mt protoreflect.MessageType) error {
 	if n > 0 && s.copies[n-1].ended {
 		s.answer = &s.copies[n-1] // ended OK or with a fatal code: its trailer is the call's
 	}
-	err = engine.WithoutPushback(err)
+	err = pushback.Without(err)
 	if te, ok := err.(*timeout.Error); ok {
 		err = te.Err // a stream its timeouts cut ends as gRPC ended it (docs/grpc-streams.md)
 	}
@@ -318,7 +319,7 @@ func (s *hedgedState) copy(ctx context.Context, n int, req any, reqSet bool, mt 
 	}
 	// A copy its perAttempt timeout cut is the hedge's non-fatal timeout,
 	// as a unary copy's (start gives the caller gRPC's status).
-	return withPushback(s.finishCopy(c, err), c.trailer)
+	return grpcwire.WithPushback(s.finishCopy(c, err), c.trailer)
 }
 
 // finishCopy ends copy c, which copy admitted, with err (nil for a stream
@@ -581,16 +582,4 @@ func CopyOptions(opts []grpc.CallOption, header, trailer *metadata.MD, p *peer.P
 		}
 	}
 	return append(out, grpc.Header(header), grpc.Trailer(trailer), grpc.Peer(p))
-}
-
-// withPushback attaches the pushback of an attempt's trailer to its error,
-// as grpcmw's own does for its other calls.
-func withPushback(err error, trailer metadata.MD) error {
-	if err == nil {
-		return nil
-	}
-	if d, ok := grpcwire.Pushback(trailer); ok {
-		return engine.WithPushback(err, d)
-	}
-	return err
 }

@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/meshless/meshless/internal/pushback"
 )
 
 // PushbackTrailer is the trailer in which a server asks the client to wait
@@ -51,6 +53,18 @@ func Pushback(md metadata.MD) (time.Duration, bool) {
 func ContextStatus(err error) error {
 	if err == context.Canceled || err == context.DeadlineExceeded {
 		return status.FromContextError(err).Err()
+	}
+	return err
+}
+
+// WithPushback attaches the pushback of an attempt's trailer, if it holds
+// one ([Pushback]), to the attempt's error.
+func WithPushback(err error, trailer metadata.MD) error {
+	if err == nil {
+		return nil
+	}
+	if d, ok := Pushback(trailer); ok {
+		return pushback.With(err, d)
 	}
 	return err
 }
