@@ -155,6 +155,12 @@ type diffEnv struct {
 	clock    func() resilience.Clock // nil: the system clock
 	observer bool
 	uncoded  bool // Options.RetryUncoded (httpmw's rule)
+	// stepping: every read of the clock moves it, whoever reads it. The
+	// dead-letter queue's replay goroutine, started at a key's first
+	// deferral, reads it too, at moments the call does not order (a call
+	// read 14 ms and 35 ms in one failed run under load): the cases with a
+	// queue are compared on the other clocks.
+	stepping bool
 }
 
 type timedRec struct {
@@ -559,7 +565,7 @@ func TestDiffPlainAndCall(t *testing.T) {
 		{"wallclock unobserved", diffEnv{clock: func() resilience.Clock { return wallClock{} }}},
 		{"stepping observed", diffEnv{clock: func() resilience.Clock {
 			return &steppingClock{Clock: resilience.SystemClock(), now: time.Now(), step: 7 * time.Millisecond}
-		}, observer: true}},
+		}, observer: true, stepping: true}},
 	} {
 		t.Run(env.name, func(t *testing.T) { diffAll(t, env.diffEnv) })
 	}
@@ -567,6 +573,9 @@ func TestDiffPlainAndCall(t *testing.T) {
 
 func diffAll(t *testing.T, env diffEnv) {
 	for _, tc := range diffCases() {
+		if env.stepping && tc.deadLetter != nil {
+			continue // see diffEnv.stepping
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			want := runDiff(t, tc, env, false)
 			got := runDiff(t, tc, env, true)
