@@ -316,7 +316,10 @@ func (m *Method) RunOnce(ctx context.Context, a Attempt) error {
 	}
 	c := m.Begin(ctx, false)
 	err := c.attempt(c.ctx, a, 1)
+	c.between = true // as for Next: a panic as the policy is told ends the call
+	defer c.endBetween()
 	c.Done(err)
+	c.between = false
 	return c.End(err)
 }
 
@@ -452,6 +455,13 @@ func (m *Method) endPanicked(ctx context.Context, dls *deadline.Call, start, end
 	m.attempts.BeginInto(&c.att, ctx, time.Time{})
 	c.Done(resilience.ErrPanicked)
 	c.endPanicked(end)
+}
+
+// endBetween ends the call when Next, Wait or Done panicked (EndPanicked).
+func (c *Call) endBetween() {
+	if c.between {
+		c.EndPanicked()
+	}
 }
 
 // timeoutOf returns the timeout error in err's chain.

@@ -80,6 +80,7 @@ const (
 	entering        // the gates are entered
 	running         // the attempt runs
 	exiting         // the gates are exited
+	telling         // the attempt policy is told of a success (an observer may panic)
 )
 
 // runPlain is Run of a plain method (Method.plain): the call that nearly
@@ -121,6 +122,9 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 		case exiting: // in gate k's Exit: the gates outside it are exited still
 			g.ExitFrom(&in, &held, 1<<k, k, r)
 			m.endPanicked(ctx, &dls, start, time.Time{})
+		case telling: // the policy counted the attempt: the call ends as a Call's between attempts
+			c := Call{m: m, caller: ctx, ctx: ctx, p: m.unary, deadlines: dls, att: att, hasAtt: true, start: start, between: true}
+			c.EndPanicked()
 		}
 	}()
 	var err error
@@ -190,7 +194,9 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 	}
 	if err == nil {
 		m.attempts.BeginInto(&att, ctx, time.Time{})
+		stage = telling
 		att.Next(nil) // a success ends the attempt policy's call
+		stage = idle
 		if m.call == nil && !dls.Reports() {
 			return 1, nil // End would do nothing
 		}
@@ -275,11 +281,7 @@ func (c *Call) retried(a Attempt) (int, error) { return c.retry(a, 1, c.attempt(
 // caller gave up, as gRPC's own retry and net/http report it, and the
 // backend's last answer, already counted, is not repeated as the call's.
 func (c *Call) retry(a Attempt, n int, err error) (int, error) {
-	defer func() {
-		if c.between { // Next or Wait panicked (an attempt that panics ends the call itself)
-			c.EndPanicked()
-		}
-	}()
+	defer c.endBetween()
 	var last error
 	for {
 		wait, again := c.Next(err)
@@ -494,7 +496,7 @@ func (c *Call) Next(err error) (time.Duration, bool) {
 	if !c.hasAtt {
 		return 0, false
 	}
-	c.between = err != nil // a success ends the call: Next(nil) is no retry's, as runPlain's
+	c.between = true // until the policy returns: a panic in it ends the call (EndPanicked)
 	wait, again := c.att.Next(err)
 	c.between = again
 	return wait, again
