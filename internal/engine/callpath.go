@@ -523,12 +523,25 @@ func (c *Call) End(err error) error {
 	if end.IsZero() { // no attempt ended: refused, or hedged
 		end = c.m.e.now()
 	}
-	if err != nil || c.deadlines.Reports() {
-		err = c.deadlines.End(c.caller, err, c.m.e.real(end))
-	}
 	if c.cancel != nil {
 		c.cancel()
 	}
+	if err != nil || c.deadlines.Reports() {
+		told := false
+		defer func() { // the overall timeout's observer panicked: the call panicked
+			if !told {
+				c.record(resilience.ErrPanicked, end)
+			}
+		}()
+		err = c.deadlines.End(c.caller, err, c.m.e.real(end))
+		told = true
+	}
+	return c.record(err, end)
+}
+
+// record records the per-call event of the call ended at end with err,
+// and returns err as the caller sees it.
+func (c *Call) record(err error, end time.Time) error {
 	if err != nil {
 		err = c.m.e.t.Final(err)
 	}
