@@ -195,19 +195,23 @@ type probe struct {
 	start   time.Time
 	settled atomic.Bool
 	stop    func() bool
-	// recorded is closed once the context's end, having settled the probe,
-	// has recorded it: the call's own report, coming meanwhile, waits for
-	// it, so that a call's result is recorded by the time the call returns.
+	// recorded is closed once the probe is recorded, by whichever settled
+	// it: the context's end, or the call's own report (also when its
+	// recorder panicked). The report that comes second waits for it, so
+	// that a call's result is recorded by the time the call returns.
 	recorded chan struct{}
 }
 
-// report records the probe's result from the call itself, unless its
-// context's end settled it first: then it waits until that record is made.
+// report records the probe's result from the call itself, unless it was
+// settled first — by its context's end, or by an earlier report (the
+// engine gives back again, as a panic's, a probe whose commit panicked):
+// then it waits until that record is made, and counts nothing.
 func (pr *probe) report(record func()) {
 	if !pr.settled.CompareAndSwap(false, true) {
 		<-pr.recorded
 		return
 	}
+	defer close(pr.recorded)
 	pr.stop()
 	record()
 }
