@@ -250,17 +250,21 @@ func (s *streamState) settleLocked(err error) {
 // contexts.
 func (s *streamState) finish(err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.finishLocked(err, err)
+	s.mu.Unlock() // finishLocked released it if it panicked
 }
 
 // finishLocked ends the stream with err, the status its caller sees; aerr
 // is the same error with the server's pushback, for the retry throttle,
 // when the status came from the server (its trailer is then complete).
+// When an observer it tells panics, the stream ends as a call that panics
+// and s.mu is released on the panic's way up (heldLocked).
 func (s *streamState) finishLocked(err, aerr error) {
 	if s.done {
 		return
 	}
+	returned := false
+	defer s.unlessReturned(&returned)
 	s.done = true
 	s.over.Broadcast()
 	if aerr == io.EOF {
@@ -271,6 +275,7 @@ func (s *streamState) finishLocked(err, aerr error) {
 		s.call.Done(aerr)
 	}
 	s.endLocked(aerr)
+	returned = true
 }
 
 // SendMsg sends a message. Until the call commits, a retrying method keeps
@@ -322,7 +327,7 @@ func (cs *clientStream) SendMsg(msg any) error {
 func (s *streamState) answeredLocked() {
 	if !s.answered {
 		s.answered = true
-		s.adm.Commit(nil)
+		s.heldLocked(func() { s.adm.Commit(nil) }) // a half-open breaker's verdict, told
 	}
 	s.commitLocked()
 }
@@ -408,11 +413,11 @@ func (s *streamState) failedLocked(err error) (_ error, again bool) {
 		s.finishLocked(err, aerr)
 		return err, false
 	}
-	s.settleLocked(err)
+	s.heldLocked(func() { s.settleLocked(err) })
 	for {
 		wait, again := s.nextLocked(aerr)
 		if !again {
-			s.endLocked(err)
+			s.heldLocked(func() { s.endLocked(err) })
 			return err, false
 		}
 		// The backoff runs without the lock, so that CloseSend answers
@@ -427,7 +432,7 @@ func (s *streamState) failedLocked(err error) (_ error, again bool) {
 		s.over.Broadcast()
 		if s.panicked { // a method of the inner stream panicked meanwhile
 			s.ended = true
-			s.call.EndPanicked()
+			s.heldLocked(s.call.EndPanicked)
 			return errStreamPanicked, false
 		}
 		if !ok || s.done {
@@ -436,7 +441,7 @@ func (s *streamState) failedLocked(err error) (_ error, again bool) {
 			if cerr := s.call.Context().Err(); cerr != nil {
 				err = cerr
 			}
-			s.endLocked(err)
+			s.heldLocked(func() { s.endLocked(err) })
 			return grpcwire.ContextStatus(err), false
 		}
 		oerr := s.openHeld()

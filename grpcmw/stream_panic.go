@@ -57,6 +57,28 @@ func (s *streamState) panickedLocked() {
 	s.call.EndPanicked()
 }
 
+// heldLocked runs f, which tells observers (the gates' exits or commit,
+// the attempt policy, the call's end), with s.mu held: when f panics, the
+// stream ends as a call that panics and s.mu is released on the panic's
+// way up, so that its other methods and its context's watcher do not block
+// for ever. Called with s.mu held.
+func (s *streamState) heldLocked(f func()) {
+	returned := false
+	defer s.unlessReturned(&returned)
+	f()
+	returned = true
+}
+
+// unlessReturned is heldLocked's deferred end: unless the function it
+// guards returned, the stream ends as a call that panics and s.mu is
+// released, also when that end panics in turn.
+func (s *streamState) unlessReturned(returned *bool) {
+	if !*returned {
+		defer s.mu.Unlock()
+		s.panickedLocked()
+	}
+}
+
 // nextLocked is the call's Next; when it panics (an observer told of the
 // retry), the stream ends as a call that panics and s.mu is released on
 // the panic's way up. Called with s.mu held.
