@@ -148,6 +148,9 @@ defaults:
 				if n := strings.Count(all, "retry retry_done"); n != 1 {
 					t.Errorf("%d retry_done events, want 1; events:\n%s", n, all)
 				}
+				if n := strings.Count(all, "retry attempt"); n != 1 { // the panic is no attempt of its own
+					t.Errorf("%d attempt events, want 1; events:\n%s", n, all)
+				}
 			})
 		}
 	}

@@ -144,7 +144,9 @@ func (c *Call) Wait(d time.Duration) bool {
 // context ends: a done context moves no retry-budget token.
 func (c *Call) Done(err error) {
 	if c.hasAtt {
+		c.between = true // as for Next: a panic as the policy is told ends the call (EndPanicked)
 		c.att.Done(err)
+		c.between = false
 	}
 }
 
@@ -316,10 +318,8 @@ func (m *Method) RunOnce(ctx context.Context, a Attempt) error {
 	}
 	c := m.Begin(ctx, false)
 	err := c.attempt(c.ctx, a, 1)
-	c.between = true // as for Next: a panic as the policy is told ends the call
-	defer c.endBetween()
+	defer c.endBetween() // Done panicked
 	c.Done(err)
-	c.between = false
 	return c.End(err)
 }
 
