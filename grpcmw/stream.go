@@ -468,10 +468,7 @@ func (s *streamState) readLocked(cur grpc.ClientStream, msg any) (err error) {
 		}
 		s.reading = false
 		s.over.Broadcast()
-		if !returned {
-			s.panickedLocked()
-			s.mu.Unlock()
-		}
+		s.unlessReturned(&returned)
 	}()
 	err = cur.RecvMsg(msg)
 	s.mu.Lock()

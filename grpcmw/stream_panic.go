@@ -84,12 +84,7 @@ func (s *streamState) unlessReturned(returned *bool) {
 // the panic's way up. Called with s.mu held.
 func (s *streamState) nextLocked(err error) (time.Duration, bool) {
 	returned := false
-	defer func() {
-		if !returned {
-			s.panickedLocked()
-			s.mu.Unlock()
-		}
-	}()
+	defer s.unlessReturned(&returned)
 	wait, again := s.call.Next(err)
 	returned = true
 	return wait, again
@@ -105,8 +100,7 @@ func (s *streamState) waitUnlocked(d time.Duration) bool {
 			s.mu.Lock()
 			s.waiting = false
 			s.over.Broadcast()
-			s.panickedLocked()
-			s.mu.Unlock()
+			s.unlessReturned(&returned)
 		}
 	}()
 	ok := s.call.Wait(d)
