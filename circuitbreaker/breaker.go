@@ -472,8 +472,18 @@ func (b *Breaker) emit(ctx context.Context, ev resilience.Event) {
 		return
 	}
 	if b.rec != nil {
+		// The breaker's own listeners hear it also when the recorder
+		// panics: the other instances of a cluster learn of it.
+		defer b.tell(ev)
 		b.rec.Record(ctx, ev)
+		return
 	}
+	b.tell(ev)
+}
+
+// tell tells the breaker's own listeners of ev: the OnClosed hook and the
+// cluster's coordination. Called with no lock held.
+func (b *Breaker) tell(ev resilience.Event) {
 	b.tellClosed(ev)
 	if co := b.coord.Load(); co != nil && co.OnTransition != nil && ev.Type == resilience.EventTransition && ev.Reason != ReasonManual {
 		// The breaker's own events carry its own labels.
