@@ -455,9 +455,9 @@ func (c *classes) outcome(err error) resilience.Outcome {
 		return k.RelayedOutcome()
 	}
 	switch {
-	case c.failure.has(code):
+	case c.failure.Has(code):
 		return resilience.Failure
-	case c.ignored.has(code):
+	case c.ignored.Has(code):
 		return resilience.Ignored
 	case c.cl != nil:
 		return c.byClass(code)

@@ -3,30 +3,15 @@ package engine
 import (
 	"time"
 
-	"github.com/meshless/meshless/config"
+	"github.com/meshless/meshless/internal/codeset"
 	"github.com/meshless/meshless/internal/pushback"
 	"github.com/meshless/meshless/resilience"
 )
 
-// codeSet is a set of status codes: gRPC's 0–16 and HTTP's 100–599.
-type codeSet [10]uint64
-
-func newCodeSet(cs config.Codes) codeSet {
-	var s codeSet
-	for _, c := range cs {
-		if c < 640 {
-			s[c/64] |= 1 << (c % 64)
-		}
-	}
-	return s
-}
-
-func (s *codeSet) has(c uint32) bool { return c < 640 && s[c/64]&(1<<(c%64)) != 0 }
-
 // classes is one method's classification of its attempts.
 type classes struct {
 	t                Transport
-	failure, ignored codeSet
+	failure, ignored codeset.Set
 	cl               Classer // the transport's, if its codes have classes
 }
 
@@ -41,9 +26,9 @@ func classerOf(t Transport) Classer {
 func (c *classes) byClass(code uint32) resilience.Outcome {
 	if k, ok := c.cl.Class(code); ok {
 		switch {
-		case c.failure.has(k):
+		case c.failure.Has(k):
 			return resilience.Failure
-		case c.ignored.has(k):
+		case c.ignored.Has(k):
 			return resilience.Ignored
 		}
 	}
@@ -53,7 +38,7 @@ func (c *classes) byClass(code uint32) resilience.Outcome {
 // matcher is a method's retryableStatusCodes or nonFatalStatusCodes.
 type matcher struct {
 	t     Transport
-	codes codeSet
+	codes codeset.Set
 	// uncoded: an error without a code matches too (Options.RetryUncoded).
 	uncoded bool
 	cl      Classer // the transport's, if its codes have classes
@@ -67,11 +52,11 @@ func (m *matcher) match(err error) bool {
 	if !ok {
 		return m.uncoded && !resilience.IsRejection(err) && err != resilience.ErrPanicked
 	}
-	if !m.codes.has(code) {
+	if !m.codes.Has(code) {
 		if m.cl == nil {
 			return false
 		}
-		if k, ok := m.cl.Class(code); !ok || !m.codes.has(k) {
+		if k, ok := m.cl.Class(code); !ok || !m.codes.Has(k) {
 			return false
 		}
 	}

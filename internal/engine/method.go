@@ -9,6 +9,7 @@ import (
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/internal/breakerhooks"
+	"github.com/meshless/meshless/internal/codeset"
 	"github.com/meshless/meshless/internal/deadline"
 	"github.com/meshless/meshless/internal/pipeline"
 	"github.com/meshless/meshless/ratelimiter"
@@ -146,7 +147,7 @@ func (e *Engine) build(st *state, group, name string) *Method {
 	s := st.cfg.Resolve(e.opts.Scope, group, name)
 	o := &e.opts
 	m := &Method{e: e, name: group + "/" + name, Settings: s, observe: s.Observe,
-		classes: classes{t: e.t, failure: newCodeSet(s.FailureCodes), ignored: newCodeSet(s.IgnoredCodes), cl: classerOf(e.t)}}
+		classes: classes{t: e.t, failure: codeset.New(s.FailureCodes), ignored: codeset.New(s.IgnoredCodes), cl: classerOf(e.t)}}
 	if !o.ServerSide {
 		m.call = resilience.Attach(o.Observer, resilience.Source{Kind: resilience.KindCall, Name: m.name})
 	}
@@ -179,10 +180,10 @@ func (e *Engine) build(st *state, group, name string) *Method {
 	if o.ServerSide {
 		return m
 	}
-	m.retryable = matcher{t: e.t, codes: newCodeSet(s.RetryableCodes), uncoded: o.RetryUncoded, cl: classerOf(e.t)}
+	m.retryable = matcher{t: e.t, codes: codeset.New(s.RetryableCodes), uncoded: o.RetryUncoded, cl: classerOf(e.t)}
 	switch {
 	case s.Hedge != nil:
-		m.nonFatal = matcher{t: e.t, codes: newCodeSet(s.NonFatalCodes), uncoded: o.RetryUncoded, cl: classerOf(e.t)}
+		m.nonFatal = matcher{t: e.t, codes: codeset.New(s.NonFatalCodes), uncoded: o.RetryUncoded, cl: classerOf(e.t)}
 		m.hedge = e.newHedge(st, m, *s.Hedge)
 		// A client- or bidi-streaming call cannot be hedged (its messages go
 		// to one stream at a time): it is retried instead, as gRFC A6
