@@ -161,7 +161,16 @@ type AttemptDeadline struct {
 	at     time.Time
 	scope  timeout.Scope // the timeout whose deadline ctx carries
 	cut    bool          // a hedge's decision cancelled ctx before its deadline (CutAt)
+	// told is End's result while End reports the per-attempt timeout's
+	// event, and telling is set meanwhile (see Telling).
+	told    error
+	telling bool
 }
+
+// Telling reports whether End has not returned from the per-attempt
+// timeout's report — an observer told of it panicked — and the result End
+// was to return: the attempt's, which the gates are to take, not a panic.
+func (a *AttemptDeadline) Telling() (error, bool) { return a.told, a.telling }
 
 // Release releases the derived context without reporting anything (an
 // attempt that panicked). It may be called after End, and again: the
@@ -197,17 +206,20 @@ func (a *AttemptDeadline) EndIn(err error, end time.Time, took time.Duration) er
 		a.cancel = nil // released: a Release after End (a deferred Abort) does nothing
 	}
 	p := a.plan
+	if ours {
+		if a.scope == timeout.Overall {
+			err = &timeout.Error{Scope: timeout.Overall, Timeout: p.overallD, Err: err}
+		} else {
+			err = &timeout.Error{Scope: timeout.Attempt, Timeout: p.attemptD, Err: err}
+		}
+	}
 	if p.attemptD > 0 && p.attemptReports {
 		timedOut := ours && a.scope == timeout.Attempt || p.attemptObserves && took >= p.attemptD
+		a.told, a.telling = err, true
 		report(ctx, p.Attempt, took, timedOut)
+		a.told, a.telling = nil, false
 	}
-	if !ours {
-		return err
-	}
-	if a.scope == timeout.Overall {
-		return &timeout.Error{Scope: timeout.Overall, Timeout: p.overallD, Err: err}
-	}
-	return &timeout.Error{Scope: timeout.Attempt, Timeout: p.attemptD, Err: err}
+	return err
 }
 
 // Within makes the attempt's end ask caller, the call's context, whether

@@ -415,6 +415,10 @@ func (c *Call) abort(a *pipeline.Admission, d *deadline.AttemptDeadline) time.Ti
 		return time.Time{}
 	}
 	end := c.m.e.now()
+	if err, ok := d.Telling(); ok { // the attempt returned: the gates take its result
+		a.DoneIn(err, end, end.Sub(a.Start()))
+		return end
+	}
 	d.Abort(end)
 	a.AbortAt(end)
 	return end

@@ -113,11 +113,14 @@ func (m *Method) runPlain(ctx context.Context, a Attempt) (int, error) {
 		case entering: // in a gate's Enter: no attempt was made, but the call panicked
 			g.ExitFrom(&in, &held, 0, k-1, resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Ignored})
 			m.endPanicked(ctx, &dls, start, time.Time{})
-		case running: // in the attempt
+		case running: // in the attempt, or in its deadline's report (then the gates take the attempt's result)
 			e := m.e.now()
+			pr := resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Failure, Duration: e.Sub(start), End: e}
+			if err, ok := d.Telling(); ok {
+				pr.Err, pr.Outcome = err, g.Classify(err)
+			}
 			d.Abort(e)
-			g.ExitFrom(&in, &held, 0, k-1, resilience.Result{Err: resilience.ErrPanicked, Outcome: resilience.Failure,
-				Duration: e.Sub(start), End: e})
+			g.ExitFrom(&in, &held, 0, k-1, pr)
 			m.endPanicked(ctx, &dls, start, e)
 		case exiting: // in gate k's Exit: the gates outside it are exited still
 			g.ExitFrom(&in, &held, 1<<k, k, r)
