@@ -121,10 +121,12 @@ func (q *Queue) Handle(key string, fn Handler) error {
 		return fmt.Errorf("deadletter: key %q already has a handler", key)
 	}
 	ks := &keyState{key: key, fn: fn, kick: make(chan struct{}, 1)}
-	q.keys[key] = ks
 	if q.listener != nil {
+		// Before the key is registered: a Watch that panics leaves no key
+		// without its rounds behind (Handle passes the panic on).
 		ks.unwatch = q.listener.Watch(key, q.reader(ks))
 	}
+	q.keys[key] = ks
 	q.wg.Add(1)
 	go q.run(ks)
 	return nil
