@@ -10,6 +10,7 @@ import (
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 	fsbulkhead "github.com/failsafe-go/failsafe-go/bulkhead"
 
+	"github.com/meshless/meshless/internal/timely"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -220,3 +221,16 @@ func (b *Bulkhead) Close() { resilience.Release(b.rec) }
 // Config returns the bulkhead's settings (an adaptive limit's with its
 // defaults filled).
 func (b *Bulkhead) Config() Config { return b.cfg.Config }
+
+func init() {
+	// A fixed bulkhead without an observer hands a call's error on
+	// unchanged and counts nothing by it (Apply): a breaker outside it can
+	// take a timeout's word from inside it (internal/timely).
+	timely.Register(func(p any) (timely.Role, bool) {
+		b, ok := p.(*Bulkhead)
+		if !ok || b == nil {
+			return timely.Role{}, false
+		}
+		return timely.Role{Passes: b.slots != nil && b.rec == nil}, true
+	})
+}

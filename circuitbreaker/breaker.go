@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshless/meshless/internal/breakerhooks"
 	"github.com/meshless/meshless/internal/coord"
+	"github.com/meshless/meshless/internal/timely"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -23,6 +24,13 @@ func init() {
 	}
 	breakerhooks.OnClosed = func(b any, f func()) { b.(*Breaker).onClosed.Store(&f) }
 	breakerhooks.Reclosed = func(b any) *atomic.Uint64 { return &b.(*Breaker).reclosed }
+	timely.Register(func(p any) (timely.Role, bool) {
+		b, ok := p.(*Breaker)
+		if !ok || b == nil {
+			return timely.Role{}, false
+		}
+		return timely.Role{Bound: &b.timely}, true
+	})
 }
 
 // Breaker is a circuit breaker with Resilience4j's semantics: a count- or
@@ -41,6 +49,11 @@ type Breaker struct {
 	coord    atomic.Pointer[coord.Coordination] // cluster mode (cluster.go); nil alone
 	onClosed atomic.Pointer[func()]             // breakerhooks.OnClosed; nil: none
 	reclosed atomic.Uint64                      // breakerhooks.Reclosed
+	// timely: the longest timeout inside the breaker in a chain whose live
+	// deadline proves a success not slow, in nanoseconds (internal/timely):
+	// half the slow-call threshold, on the system clock and without an
+	// observer; 0 otherwise. Stored with each configuration.
+	timely atomic.Int64
 }
 
 // period is one stay in a state. A new period starts at every transition;
@@ -96,7 +109,17 @@ func New(opts ...Option) (*Breaker, error) {
 		Name:     cfg.Name,
 		Snapshot: b.snapshot,
 	})
+	b.storeTimely(&cfg)
 	return b, nil
+}
+
+// storeTimely stores b.timely for c, b's configuration.
+func (b *Breaker) storeTimely(c *config) {
+	var bound time.Duration
+	if c.system && b.rec == nil {
+		bound = c.SlowCallDurationThreshold / 2
+	}
+	b.timely.Store(int64(bound))
 }
 
 func modeState(m Mode) State {
@@ -142,6 +165,7 @@ func (b *Breaker) Reconfigure(opts ...Option) error {
 	}
 	cfg.clock, cfg.system, cfg.observer = old.clock, old.system, old.observer
 	b.conf.Store(&cfg)
+	b.storeTimely(&cfg)
 	b.mu.Unlock()
 	if cfg.Mode != old.Mode {
 		b.manual(modeState(cfg.Mode))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/meshless/meshless/internal/timely"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -44,6 +45,9 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 	}()
 	err := fn(ctx)
 	done = true
+	if err == timely.Err { // fn is a chain's next, with a timeout that tells (internal/timely)
+		err = nil
+	}
 	return b.ended(ctx, err, start, p, c)
 }
 
@@ -85,7 +89,16 @@ func (b *Breaker) Apply(ctx context.Context, next resilience.Next) error {
 	// B4 5-10 ns more than its work (b4-parts.md, the depth run).
 	o := resilience.Success
 	if err != nil {
-		o = b.outcome(err)
+		if err == timely.Err {
+			// A timeout inside succeeded with its deadline live: the call
+			// took less than half the slow-call threshold (internal/timely).
+			if b.rec == nil && p.win.clean() {
+				return nil // quiet, without the call's end
+			}
+			err = nil
+		} else {
+			o = b.outcome(err)
+		}
 	}
 	took := time.Since(start)
 	if b.quiet(p, c, o, took) {

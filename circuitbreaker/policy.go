@@ -3,6 +3,7 @@ package circuitbreaker
 import (
 	"context"
 
+	"github.com/meshless/meshless/internal/timely"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -24,6 +25,9 @@ func (b *Breaker) executeSlow(ctx context.Context, fn func(context.Context) erro
 	}()
 	err = fn(ctx)
 	done = true
+	if err == timely.Err { // fn is a chain's next, with a timeout that tells (internal/timely)
+		err = nil
+	}
 	pm.Done(err)
 	return err
 }

@@ -3,6 +3,7 @@ package ratelimiter
 import (
 	"context"
 
+	"github.com/meshless/meshless/internal/timely"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -52,4 +53,17 @@ func (l *Limiter) Enter(ctx context.Context) (context.Context, resilience.Permit
 // Exit does nothing: a spent permit is not given back.
 func (l *Limiter) Exit(_ context.Context, _ resilience.Permit, r resilience.Result) error {
 	return r.Err
+}
+
+func init() {
+	// A limiter hands a call's error on unchanged and counts nothing by it
+	// (Apply): a breaker outside it can take a timeout's word from inside
+	// it (internal/timely).
+	timely.Register(func(p any) (timely.Role, bool) {
+		l, ok := p.(*Limiter)
+		if !ok || l == nil {
+			return timely.Role{}, false
+		}
+		return timely.Role{Passes: true}, true
+	})
 }

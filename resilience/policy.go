@@ -3,6 +3,8 @@ package resilience
 import (
 	"context"
 	"time"
+
+	"github.com/meshless/meshless/internal/timely"
 )
 
 // Func is the call that policies protect.
@@ -93,7 +95,15 @@ type link struct {
 
 // NewChain returns a chain of the given policies, outermost first. Nil
 // policies are skipped.
+//
+// A circuit breaker on the system clock with a timeout inside it, and
+// between them nothing but a fixed bulkhead without an observer or a rate
+// limiter, counts a success that came while the timeout's deadline was live
+// without reading the clock at its end, when the timeout is at most half its
+// slow-call threshold: the call took less than the timeout, so it is not
+// slow (docs/circuitbreaker.md).
 func NewChain(policies ...Policy) Chain {
+	policies = timely.Tellers(policies, func(p any) (Policy, bool) { q, ok := p.(Policy); return q, ok })
 	var head *link
 	for i := len(policies) - 1; i >= 0; i-- {
 		if p := policies[i]; p != nil {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
+	"github.com/meshless/meshless/internal/timely"
 	"github.com/meshless/meshless/internal/timeouthooks"
 	"github.com/meshless/meshless/resilience"
 )
@@ -76,6 +78,10 @@ type Timeout struct {
 	scope   Scope
 	observe bool
 	rec     resilience.Recorder
+	// tell: in a chain, the breaker outside this copy takes a success
+	// while the deadline was live as proof (internal/timely): not nil, the
+	// longest timeout it takes, in nanoseconds.
+	tell *atomic.Int64
 }
 
 var (
@@ -270,6 +276,10 @@ func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
 	err := next.RunAt(tctx, start)
 	done = true
 	if err == nil && t.rec == nil {
+		if t.tell != nil && tctx.Err() == nil && int64(t.d) <= t.tell.Load() {
+			cancel()
+			return timely.Err // the deadline's timer had not fired: it took less than t.d
+		}
 		cancel()
 		return nil
 	}
@@ -325,6 +335,17 @@ func WithObserver(o resilience.Observer) Option {
 
 // The engine applies timeouts through internal/deadline, which reads these.
 func init() {
+	timely.Register(func(p any) (timely.Role, bool) {
+		t, ok := p.(*Timeout)
+		if !ok || t == nil {
+			return timely.Role{}, false
+		}
+		return timely.Role{Tell: func(bound *atomic.Int64) any {
+			c := *t
+			c.tell = bound
+			return &c
+		}}, true
+	})
 	timeouthooks.Observes = func(t any) bool { return t.(*Timeout).observe }
 	timeouthooks.Reports = func(t any) bool { return t.(*Timeout).rec != nil }
 	timeouthooks.Report = func(ctx context.Context, t any, d time.Duration, timedOut bool) {

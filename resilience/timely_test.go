@@ -1,0 +1,98 @@
+package resilience_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/meshless/meshless/bulkhead"
+	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/ratelimiter"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/retry"
+	"github.com/meshless/meshless/timeout"
+)
+
+// In a chain whose timeout tells the breaker outside it of a success within
+// its deadline (NewChain's doc), every call ends for the caller as it did
+// before: a success is nil, a failure is its error, in every state of the
+// breaker; a success that came after the deadline fired is timed, and slow.
+func TestAChainWhoseTimeoutTellsEndsEveryCallAsBefore(t *testing.T) {
+	failure := errors.New("boom")
+	ok := func(context.Context) error { return nil }
+	fail := func(context.Context) error { return failure }
+	slow := func(context.Context) error { time.Sleep(3 * time.Second); return nil } // past the 1 s timeout and the 2 s threshold
+	for _, shape := range []struct {
+		name  string
+		chain func(cb *circuitbreaker.Breaker, to *timeout.Timeout) resilience.Chain
+	}{
+		{"breaker, timeout", func(cb *circuitbreaker.Breaker, to *timeout.Timeout) resilience.Chain {
+			return resilience.NewChain(cb, to)
+		}},
+		{"retry, breaker, bulkhead, timeout", func(cb *circuitbreaker.Breaker, to *timeout.Timeout) resilience.Chain {
+			rt, _ := retry.New()
+			bh, _ := bulkhead.New()
+			return resilience.NewChain(rt, cb, bh, to)
+		}},
+		{"breaker, rate limiter, timeout", func(cb *circuitbreaker.Breaker, to *timeout.Timeout) resilience.Chain {
+			rl, _ := ratelimiter.New()
+			return resilience.NewChain(cb, rl, to)
+		}},
+	} {
+		t.Run(shape.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := circuitbreaker.DefaultConfig()
+				cfg.SlidingWindowSize, cfg.MinimumNumberOfCalls = 4, 4
+				cfg.PermittedNumberOfCallsInHalfOpenState = 1
+				cb, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg))
+				if err != nil {
+					t.Fatal(err)
+				}
+				to, err := timeout.New(time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				chain := shape.chain(cb, to)
+				run := func(step string, fn resilience.Func, want error) {
+					t.Helper()
+					got := chain.Execute(t.Context(), fn)
+					if (want == nil && got != nil) || !errors.Is(got, want) {
+						t.Fatalf("%s: the chain returned %v, want %v", step, got, want)
+					}
+				}
+				for range 4 {
+					run("closed, clean window", ok, nil)
+				}
+				run("closed, clean window, slow", slow, nil)
+				if m := cb.Metrics(); m.SlowCalls != 1 {
+					t.Fatalf("after a success past the deadline: %+v, want it timed and slow", m)
+				}
+				run("closed, a window with a slow call", ok, nil)
+				for range 4 {
+					_ = chain.Execute(t.Context(), fail) // a retry retries it: the breaker sees more
+				}
+				if s := cb.State(); s != circuitbreaker.StateOpen {
+					t.Fatalf("state %v after failures, want OPEN", s)
+				}
+				run("open", ok, circuitbreaker.ErrOpen)
+				time.Sleep(cfg.WaitDurationInOpenState)
+				synctest.Wait()
+				run("half-open probe", ok, nil)
+				if s := cb.State(); s != circuitbreaker.StateClosed {
+					t.Fatalf("state %v after a probe that succeeded, want CLOSED", s)
+				}
+				for _, mode := range []circuitbreaker.Mode{circuitbreaker.ModeMetricsOnly, circuitbreaker.ModeDisabled} {
+					c := cfg
+					c.Mode = mode
+					if err := cb.Reconfigure(circuitbreaker.WithConfig(c)); err != nil {
+						t.Fatal(err)
+					}
+					run(mode.String(), ok, nil)
+					run(mode.String()+", a failure", fail, failure)
+				}
+			})
+		})
+	}
+}
