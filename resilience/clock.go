@@ -111,12 +111,17 @@ func (c *coarseSource) now() time.Time {
 func (c *coarseSource) start() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
-	c.cur.Store(&now)
+	now := c.advance(time.Now())
 	if !c.running.Load() {
 		c.running.Store(true)
 		go c.tick()
 	}
+	return now
+}
+
+// advance stores now as the time and returns the time.
+func (c *coarseSource) advance(now time.Time) time.Time {
+	c.cur.Store(&now)
 	return now
 }
 
@@ -126,7 +131,7 @@ func (c *coarseSource) tick() {
 	lastRead := time.Now()
 	for range t.C {
 		now := time.Now()
-		c.cur.Store(&now)
+		c.advance(now)
 		if c.used.Swap(false) {
 			lastRead = now
 			continue
