@@ -119,10 +119,19 @@ func (c *coarseSource) start() time.Time {
 	return now
 }
 
-// advance stores now as the time and returns the time.
+// advance stores now as the time, unless the time already reads later, and
+// returns the time. The ticker reads the clock and then stores it, and start
+// may store a later reading between the two: the clock never steps back.
 func (c *coarseSource) advance(now time.Time) time.Time {
-	c.cur.Store(&now)
-	return now
+	for {
+		old := c.cur.Load()
+		if old != nil && !now.After(*old) {
+			return *old
+		}
+		if c.cur.CompareAndSwap(old, &now) {
+			return now
+		}
+	}
 }
 
 func (c *coarseSource) tick() {

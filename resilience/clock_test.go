@@ -83,3 +83,25 @@ func TestSystemClockIsTimeNow(t *testing.T) {
 		}
 	})
 }
+
+// The ticker reads the time, then stores it; start may read and store a
+// later time between the two. The clock must not step back then: a reader
+// that got start's time would see an earlier one next, and a duration
+// measured across the two would be negative.
+func TestCoarseClockNeverStepsBack(t *testing.T) {
+	c := new(coarseSource)
+	t1 := time.Now()
+	t2 := t1.Add(time.Microsecond)
+	if got := c.advance(t2); !got.Equal(t2) {
+		t.Fatalf("advance(%v) = %v", t2, got)
+	}
+	if got := c.advance(t1); !got.Equal(t2) { // the ticker's earlier reading, stored late
+		t.Errorf("advance of an earlier time returned %v, want the later %v", got, t2)
+	}
+	if got := *c.cur.Load(); !got.Equal(t2) || got.Sub(t2) != 0 {
+		t.Errorf("the clock reads %v after an earlier time came late, want %v", got, t2)
+	}
+	if got := c.advance(t2.Add(time.Millisecond)); !got.Equal(t2.Add(time.Millisecond)) {
+		t.Errorf("advance of a later time returned %v, want it", got)
+	}
+}
