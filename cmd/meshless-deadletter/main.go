@@ -181,10 +181,18 @@ func keys(ctx context.Context, s deadletter.Store, w io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tWAITING\tPARKED\tBYTES\tOLDEST WAITING")
+	failed := 0
 	for _, k := range ks {
 		st, err := s.Stats(ctx, k)
 		if err != nil {
-			return fmt.Errorf("key %q: %w", k, err)
+			if ctx.Err() != nil {
+				return fmt.Errorf("key %q: %w", k, err)
+			}
+			// One key's data may be hostile (a value of another type):
+			// the other keys are still shown.
+			failed++
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tcannot read: %s\n", printable(k), printable(err.Error()))
+			continue
 		}
 		oldest := "-"
 		if !st.Oldest.IsZero() {
@@ -192,7 +200,13 @@ func keys(ctx context.Context, s deadletter.Store, w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", printable(k), st.Waiting, st.Parked, st.Bytes, oldest)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d keys could not be read", failed, len(ks))
+	}
+	return nil
 }
 
 func list(ctx context.Context, s deadletter.Store, args []string, w io.Writer) error {
