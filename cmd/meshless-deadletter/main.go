@@ -361,6 +361,8 @@ func operate(ctx context.Context, s deadletter.Store, op, key string, args []str
 				todo = append(todo, parked{pos: p.pos}) // by position: no search by ID
 			case p.id == "":
 				bad = append(bad, p.pos)
+			case raw != nil:
+				todo = append(todo, p) // by position: no search by ID for each
 			default:
 				todo = append(todo, parked{id: p.id})
 			}
@@ -384,6 +386,8 @@ func operate(ctx context.Context, s deadletter.Store, op, key string, args []str
 		what := p.id
 		switch {
 		case err != nil:
+		case op == "requeue" && p.pos != "":
+			err = raw.RequeueAt(ctx, key, p.pos, now)
 		case op == "requeue":
 			err = s.Requeue(ctx, key, p.id, now)
 		case p.id == "":

@@ -523,27 +523,33 @@ func (s *Store) Requeue(_ context.Context, key, id string, now time.Time) error 
 		if !ok {
 			return deadletter.ErrNotFound
 		}
-		old := len(k.parked.Get(pk))
-		e.Replays, e.Enqueued = 0, now
-		blob, err := e.MarshalBinary()
-		if err != nil {
-			return err
-		}
-		seq, err := k.nextSeq()
-		if err != nil {
-			return err
-		}
-		if err := k.parked.Delete(pk); err != nil {
-			return err
-		}
-		if err := k.waiting.Put(seqKey(seq), blob); err != nil {
-			return err
-		}
-		k.np--
-		k.nw++
-		k.bytes += int64(len(blob) - old)
-		return k.save()
+		return requeue(k, pk, e, now)
 	})
+}
+
+// requeue moves e, k's parked entry at pk, back to the tail of its
+// waiting entries.
+func requeue(k *keyBucket, pk []byte, e deadletter.Entry, now time.Time) error {
+	old := len(k.parked.Get(pk))
+	e.Replays, e.Enqueued = 0, now
+	blob, err := e.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	seq, err := k.nextSeq()
+	if err != nil {
+		return err
+	}
+	if err := k.parked.Delete(pk); err != nil {
+		return err
+	}
+	if err := k.waiting.Put(seqKey(seq), blob); err != nil {
+		return err
+	}
+	k.np--
+	k.nw++
+	k.bytes += int64(len(blob) - old)
+	return k.save()
 }
 
 // Purge implements [deadletter.Store].

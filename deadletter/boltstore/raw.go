@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"context"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -96,5 +97,31 @@ func (r raw) PurgeAt(_ context.Context, key, at string) error {
 		k.np--
 		k.bytes -= int64(size)
 		return k.save()
+	})
+}
+
+// RequeueAt implements [dlraw.Store].
+func (r raw) RequeueAt(_ context.Context, key, at string, now time.Time) error {
+	sk, err := parsePos(at)
+	if err != nil {
+		return err
+	}
+	return r.s.update(func(root *bolt.Bucket) error {
+		k, err := openKey(root, key, false)
+		if err != nil {
+			return err
+		}
+		if k == nil {
+			return deadletter.ErrNotFound
+		}
+		v := k.parked.Get(sk)
+		if v == nil || len(sk) != 8 {
+			return deadletter.ErrNotFound
+		}
+		e, err := decode(key, sk, v)
+		if err != nil {
+			return err
+		}
+		return requeue(k, sk, e, now)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/internal/dlraw"
@@ -77,4 +78,27 @@ func (r raw) PurgeAt(ctx context.Context, key, pos string) error {
 		return deadletter.ErrNotFound
 	}
 	return nil
+}
+
+// RequeueAt implements [dlraw.Store].
+func (r raw) RequeueAt(ctx context.Context, key, pos string, now time.Time) error {
+	s := r.s
+	if err := s.check(key); err != nil {
+		return err
+	}
+	if err := checkPos(pos); err != nil {
+		return err
+	}
+	ws, err := s.whole(ctx, s.keysOf(key)[1], "", []string{pos})
+	if err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	if len(ws) != 1 {
+		return deadletter.ErrNotFound
+	}
+	e, err := ws[0].decode(key)
+	if err != nil {
+		return err
+	}
+	return s.requeue(ctx, key, e, now)
 }

@@ -425,6 +425,12 @@ func (s *Store) Requeue(ctx context.Context, key, id string, now time.Time) erro
 	if err != nil {
 		return err
 	}
+	return s.requeue(ctx, key, e, now)
+}
+
+// requeue moves e, key's parked entry, back to the tail of its waiting
+// entries.
+func (s *Store) requeue(ctx context.Context, key string, e deadletter.Entry, now time.Time) error {
 	parkedAt := e.Pos
 	e.Replays, e.Enqueued, e.Pos = 0, now, ""
 	blob, err := e.MarshalBinary()

@@ -2,6 +2,7 @@ package dlraw
 
 import (
 	"context"
+	"time"
 
 	"github.com/meshless/meshless/deadletter"
 )
@@ -29,6 +30,12 @@ type Store interface {
 	// It returns an error matching deadletter.ErrNotFound when key has no
 	// parked entry there.
 	PurgeAt(ctx context.Context, key, pos string) error
+	// RequeueAt moves key's parked entry at position pos back to the tail
+	// of its waiting entries, as deadletter.Store.Requeue does by ID,
+	// without searching the parked entries for it. It returns an error
+	// matching deadletter.ErrNotFound when key has no parked entry there,
+	// and the entry's decoding error when it does not decode.
+	RequeueAt(ctx context.Context, key, pos string, now time.Time) error
 }
 
 // of holds the registered stores' adapters; written by inits only.
