@@ -407,6 +407,12 @@ func (b *outlierBalancer) queue(notes []note) {
 // tell tells the monitor what has been queued, in order: when it returns,
 // the caller's changes have been told, by it or by another goroutine that
 // was telling. Called with no lock held: the monitor calls its listener.
+//
+// A listener's panic goes on up from here, to whoever called (gRPC, the
+// balancer's goroutine, the clock's timer): the note it was told is
+// recorded by the monitor all the same, and the notes after it go back to
+// the head of the queue, to be told, in order, by the next tell (the next
+// sweep, at the latest).
 func (b *outlierBalancer) tell() {
 	b.telling <- struct{}{}
 	defer func() { <-b.telling }()
@@ -414,7 +420,16 @@ func (b *outlierBalancer) tell() {
 	notes := b.pending
 	b.pending = nil
 	b.mu.Unlock()
+	told := 0
+	defer func() {
+		if told < len(notes) { // a listener panicked
+			b.mu.Lock()
+			b.pending = slices.Concat(notes[told:], b.pending)
+			b.mu.Unlock()
+		}
+	}()
 	for _, n := range notes {
+		told++
 		if n.reason != "" {
 			n.m.eject(n.addr, n.reason)
 		} else {

@@ -19,6 +19,12 @@ import (
 // endpoint's address as the resolver gave it; reason is one of the Reason…
 // constants.
 //
+// A panic in a method is not recovered: it goes on up the goroutine that
+// called it, gRPC's or the balancer's (which ends the program), or the one
+// that fires the clock's timers (a fake clock's Advance, in a test). The
+// Monitor records the change all the same, and the balancer tells the
+// changes queued after it at its next change or sweep.
+//
 // otelmw.OutlierListener records these as the meshless.outlier.* metrics.
 type Listener interface {
 	Ejected(addr, reason string)
@@ -145,26 +151,32 @@ func (m *Monitor) Close() {
 
 // eject and unject tell the listener of a balancer's ejection and return of
 // addr, then record it, so that whoever sees the change in Ejected knows
-// the listener has been told. They are called with no lock held.
+// the listener has been told. The record is deferred: a listener that
+// panics (the panic goes on up) still leaves Ejected as the balancer has
+// it. They are called with no lock held.
 func (m *Monitor) eject(addr, reason string) {
+	defer m.record(addr, 1)
 	if m.listening() {
 		m.listener.Ejected(addr, reason)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ejected[addr]++
 }
 
 func (m *Monitor) unject(addr string) {
+	defer m.record(addr, -1)
 	if m.listening() {
 		m.listener.Returned(addr)
 	}
+}
+
+// record counts one more (delta 1) or one fewer (-1) balancer that has addr
+// ejected.
+func (m *Monitor) record(addr string, delta int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.ejected[addr] <= 1 {
-		delete(m.ejected, addr)
+	if n := m.ejected[addr] + delta; n > 0 {
+		m.ejected[addr] = n
 	} else {
-		m.ejected[addr]--
+		delete(m.ejected, addr)
 	}
 }
 
