@@ -190,27 +190,29 @@ var errOutlierReload = errors.New("outlierDetection and healthCheck are installe
 
 // ejectionListener sends the outlier balancer's ejections and returns to the
 // chain's observer, as EventEjected and EventReturned events, and to the
-// listener of WithOutlierListener.
+// listener of WithOutlierListener. The observer is told in a defer: a user
+// listener that panics (the panic goes on up) does not keep the chain's
+// metrics from hearing the change.
 type ejectionListener struct {
 	user outlier.Listener
 	rec  resilience.Recorder
 }
 
 func (l ejectionListener) Ejected(addr, reason string) {
+	if l.rec != nil {
+		defer l.rec.Record(context.Background(), resilience.Event{Type: resilience.EventEjected, Endpoint: addr, Reason: ejectionReason(reason)})
+	}
 	if l.user != nil {
 		l.user.Ejected(addr, reason)
-	}
-	if l.rec != nil {
-		l.rec.Record(context.Background(), resilience.Event{Type: resilience.EventEjected, Endpoint: addr, Reason: ejectionReason(reason)})
 	}
 }
 
 func (l ejectionListener) Returned(addr string) {
+	if l.rec != nil {
+		defer l.rec.Record(context.Background(), resilience.Event{Type: resilience.EventReturned, Endpoint: addr})
+	}
 	if l.user != nil {
 		l.user.Returned(addr)
-	}
-	if l.rec != nil {
-		l.rec.Record(context.Background(), resilience.Event{Type: resilience.EventReturned, Endpoint: addr})
 	}
 }
 
