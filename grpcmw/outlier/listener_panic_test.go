@@ -14,12 +14,14 @@ import (
 	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
-// panickyListener panics in its first Ejected and records every other
-// call.
+// panickyListener panics in its first Ejected (after hold is closed, if
+// set) and records every other call.
 type panickyListener struct {
 	mu       sync.Mutex
 	ev       []string
 	panicked bool
+	hold     chan struct{} // if set, closed to let the first Ejected panic
+	holding  chan struct{} // closed when the first Ejected waits for hold
 }
 
 func (l *panickyListener) Ejected(addr, reason string) {
@@ -28,6 +30,10 @@ func (l *panickyListener) Ejected(addr, reason string) {
 	l.panicked = true
 	l.mu.Unlock()
 	if first {
+		if l.hold != nil {
+			close(l.holding)
+			<-l.hold
+		}
 		panic("listener")
 	}
 	l.mu.Lock()
@@ -116,6 +122,43 @@ func TestAListenerThatPanicsLosesNoNote(t *testing.T) {
 			t.Errorf("after the ejections ended, the Monitor has %v ejected", got)
 		}
 		want := []string{"ejected " + n.addr(1), "returned " + n.addr(0), "returned " + n.addr(1)}
+		if got := l.events(); !slices.Equal(got, want) {
+			t.Errorf("the listener heard %v, want %v", got, want)
+		}
+	})
+}
+
+// The notes a listener's panic left untold are told before the changes
+// queued while it ran: pod 1, whose ejection is still untold, leaves the
+// resolver while the listener is being told of pod 0 (and is about to
+// panic); pod 1 is heard ejected, then returned, and the Monitor keeps
+// nothing of it. Told in the other order, the Monitor (and a metrics
+// listener) would keep the removed pod ejected for ever.
+func TestNotesLeftByAPanicAreToldFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &panickyListener{hold: make(chan struct{}), holding: make(chan struct{})}
+		n, mon, clk := panicTickNet(t, "panickyremoved", l)
+		for i := range 2 {
+			n.pods[n.addr(i)].code.Store(int32(codes.Unavailable))
+		}
+		client := testgrpc.NewTestServiceClient(n.cc)
+		for range 9 {
+			_, _ = client.EmptyCall(t.Context(), &testgrpc.Empty{})
+		}
+		swept := make(chan any)
+		go func() { swept <- advance(clk, time.Second) }()
+		<-l.holding                          // the sweep's first ejection is being told
+		go n.r.UpdateState(n.state(3, 0, 2)) // pod 1 leaves
+		synctest.Wait()
+		close(l.hold)
+		if p := <-swept; p != "listener" {
+			t.Fatalf("the sweep passed on %v, want the listener's panic", p)
+		}
+		synctest.Wait()
+		if got, want := mon.Ejected(), []string{n.addr(0)}; !slices.Equal(got, want) {
+			t.Errorf("after pod 1 left, the Monitor has %v ejected, want %v", got, want)
+		}
+		want := []string{"ejected " + n.addr(1), "returned " + n.addr(1)}
 		if got := l.events(); !slices.Equal(got, want) {
 			t.Errorf("the listener heard %v, want %v", got, want)
 		}
