@@ -101,8 +101,7 @@ type outlierBalancer struct {
 	timer     resilience.Timer
 	timerGen  uint64
 	interval  time.Duration
-	swept     time.Time // when the interval in progress began (the last sweep)
-	sweptOK   bool      // swept was read from b.clock (false once a Monitor brings another)
+	swept     time.Time // when the interval in progress began (the last sweep), on b.clock
 	closeOnce sync.Once
 
 	mu        sync.Mutex
@@ -204,19 +203,24 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) error {
 	var notes []note
 	b.mu.Lock()
 	b.cfg = cfg
-	if lc.monitor != nil && lc.monitor != b.monitor {
+	moved := lc.monitor != nil && lc.monitor != b.monitor
+	if moved {
 		// The ejections move to the new Monitor: the old one hears them
-		// return (it would keep them for ever), the new one hears them.
+		// return (it would keep them for ever), the new one hears them. So
+		// do the times kept (the ejections' starts, the last sweep), onto
+		// its clock, the time since them kept; the timer, below, too.
+		oldNow, newNow := b.clock.Now(), lc.monitor.clock.Now()
 		for _, e := range b.sortedEndpoints() {
 			if e.ejected.Load() {
 				if b.monitor != nil {
 					notes = append(notes, note{addr: e.addr, m: b.monitor})
 				}
 				notes = append(notes, note{addr: e.addr, reason: e.reason, m: lc.monitor})
+				e.at = newNow.Add(e.at.Sub(oldNow))
 			}
 		}
+		b.swept = newNow.Add(b.swept.Sub(oldNow))
 		b.monitor, b.clock = lc.monitor, lc.monitor.clock
-		b.sweptOK = false // another clock, perhaps: swept is of the old one
 	}
 	var consecutive int64
 	var slow time.Duration
@@ -279,20 +283,20 @@ func (b *outlierBalancer) update(lc *lbConfig, rs resolver.State) error {
 		sc.setEjected(false)
 	}
 
-	if b.timer == nil || b.interval != cfg.Interval {
+	if b.timer == nil || b.interval != cfg.Interval || moved {
 		// A new interval applies from the last sweep, as in gRFC A50: the
 		// interval in progress keeps its counts and ends the new interval
 		// after it began (now, if that is past), so that reloads never put
-		// the sweeps off.
+		// the sweeps off. A new Monitor's clock times it from then on.
 		if b.timer != nil {
 			b.timer.Stop()
 		}
 		b.interval = cfg.Interval
 		next := b.interval
-		if b.timer != nil && b.sweptOK {
+		if b.timer != nil {
 			next = max(b.interval-clock.Now().Sub(b.swept), 0)
 		} else {
-			b.swept, b.sweptOK = clock.Now(), true
+			b.swept = clock.Now()
 		}
 		b.startTimer(clock, next)
 	}
@@ -568,7 +572,7 @@ func (b *outlierBalancer) tick(gen uint64) {
 	for _, sc := range returnSCs {
 		sc.setEjected(false)
 	}
-	b.swept, b.sweptOK = now, true
+	b.swept = now
 	b.startTimer(clock, b.interval)
 	b.childMu.Unlock()
 	b.tell()
