@@ -84,7 +84,10 @@ func bulkheadRejectionEvent(ctx context.Context, name string, e resilience.Event
 }
 
 // appendError adds error.type and, when err carries a gRPC status,
-// rpc.response.status_code. An HTTP call's error (ctx is, or wraps, an
+// rpc.response.status_code. A code no gRPC code has (17 and up, which a
+// server may send) is error.type "_OTHER", without a status code, as
+// meshless.call.duration records it: the server does not choose the set of
+// values. An HTTP call's error (ctx is, or wraps, an
 // HTTPCall) that carries a response's status is named as its
 // meshless.call.duration names it: error.type is the status ("503"), with
 // http.response.status_code; a status outside 100–599 is "_OTHER", without
@@ -102,6 +105,9 @@ func appendError(ctx context.Context, attrs []attribute.KeyValue, err error) []a
 		}
 	}
 	if code, ok := codeName(err); ok {
+		if code == otherValue {
+			return append(attrs, attrErrorType.String(otherValue))
+		}
 		return append(attrs, attrErrorType.String(code), attrStatusCode.String(code))
 	}
 	return append(attrs, attrErrorType.String(reflect.TypeOf(err).String()))
@@ -117,7 +123,7 @@ var grpcCodeNames = [...]string{
 // codeName names err's gRPC code as grpcmw does for error.type: the
 // context's errors are DEADLINE_EXCEEDED and CANCELLED; otherwise the code
 // of the first error in the chain with a GRPCStatus method, which is what
-// status.FromError reads. otelmw does not import grpc, so it calls
+// status.FromError reads; "_OTHER" for a code no gRPC code has. otelmw does not import grpc, so it calls
 // GRPCStatus().Code() by reflection (on the failure path only).
 func codeName(err error) (string, bool) {
 	switch {
@@ -133,7 +139,7 @@ func codeName(err error) (string, bool) {
 	if int(code) < len(grpcCodeNames) {
 		return grpcCodeNames[code], true
 	}
-	return "CODE_" + strconv.Itoa(int(code)), true
+	return otherValue, true
 }
 
 // statusCode returns the code of the first GRPCStatus() in err's chain.

@@ -3,11 +3,15 @@ package otelmw_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/otelmw"
 	"github.com/meshless/meshless/resilience"
@@ -109,4 +113,28 @@ func TestOddNamesDoNotPanic(t *testing.T) {
 		rec.Record(httpCtx{context.Background(), big, 0}, resilience.Event{Type: resilience.EventCall, Err: statusErr(999), ErrorType: big})
 	}
 	_ = collect(t, r)
+}
+
+// A retry (or a hedge) after a code no gRPC code has, which a server may
+// send (grpc-status: 17 … 4294967295), names it in the span event as
+// meshless.call.duration does: error.type _OTHER, without
+// rpc.response.status_code. Before, both were CODE_<n>, one value per number
+// the server chose.
+func TestWireCodesInSpanEventsAreBounded(t *testing.T) {
+	obs, _ := newObserver(t)
+	for _, c := range []codes.Code{17, 4242, 1<<32 - 1} {
+		events := spanEvents(t, func(ctx context.Context) {
+			rec := obs.Attach(resilience.Source{Kind: resilience.KindRetry, Name: "pkg.Svc/Get"})
+			err := fmt.Errorf("attempt 1: %w", status.Error(c, "odd"))
+			rec.Record(ctx, resilience.Event{Type: resilience.EventRetry, Attempt: 2, Backoff: time.Second, Err: err})
+		})
+		want := []string{"meshless.retry " + enc(
+			attribute.Int("meshless.retry.attempt", 2),
+			attribute.Float64("meshless.retry.backoff", 1),
+			attribute.String("rpc.method", "pkg.Svc/Get"),
+			attribute.String("error.type", "_OTHER"))}
+		if fmt.Sprint(events) != fmt.Sprint(want) {
+			t.Errorf("code %d: span events\n got %q\nwant %q", uint32(c), events, want)
+		}
+	}
 }
