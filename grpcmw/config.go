@@ -49,9 +49,12 @@ func LoadConfig(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// validate checks cfg as a gRPC client's configuration.
+// validate checks cfg as a gRPC client's configuration, with ParseConfig's
+// checks: a Config built in Go has its service and method names checked
+// against the linked descriptors as a parsed one has, so that a typo is an
+// error rather than a service left on the defaults.
 func validate(cfg *Config) error {
-	if err := cfg.Validate(checkOutlier); err != nil {
+	if err := cfg.Validate(checkNames, checkOutlier); err != nil {
 		return configError(err)
 	}
 	return nil
