@@ -25,7 +25,7 @@ type transport struct {
 // does not define (a server may send any number; grpc-go passes it on) is
 // UNKNOWN, as grpc-java and gRPC C-core read it: the
 // breaker and the retry classify it as such, as the outlier balancer does.
-// The caller gets the code as it came, and metrics name it _OTHER.
+// The caller gets the code as it came, and ErrorType names it _OTHER.
 func (*transport) Code(err error) (uint32, bool) {
 	c, ok := codeOf(err)
 	if c > codes.Unauthenticated {
@@ -46,13 +46,17 @@ func (*transport) Overloaded(err error) bool {
 func (*transport) ErrorType(err error) string {
 	c, _ := codeOf(err)
 	if c > codes.Unauthenticated {
-		// A code gRPC does not define, from the server: CODE_<n> whatever
-		// n is (config.CodeName writes 100–599 as an HTTP status, "503"),
-		// so that observers bound it as such (otelmw records _OTHER).
-		return "CODE_" + strconv.FormatUint(uint64(c), 10)
+		// A code gRPC does not define, from the server (any number up to
+		// 2^31-1): one value, OpenTelemetry's _OTHER, so that the server
+		// does not choose the set of error.type values an observer labels
+		// by. The caller still gets the code as it came.
+		return otherErrorType
 	}
 	return config.CodeName(c)
 }
+
+// otherErrorType is OpenTelemetry's fallback value of error.type.
+const otherErrorType = "_OTHER"
 
 func (*transport) Rejection(err error) error { return newRejection(err) }
 

@@ -1,6 +1,7 @@
 package grpcmw_test
 
 import (
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -8,6 +9,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/circuitbreaker"
+	"github.com/meshless/meshless/grpcmw"
+	"github.com/meshless/meshless/resilience"
+	"github.com/meshless/meshless/resilience/resiliencetest"
 )
 
 // A status code gRPC does not define (a server may send any number as
@@ -40,5 +44,32 @@ defaults:
 				t.Fatalf("the breaker is %v after 4 answers of code %d, want OPEN: UNKNOWN is a failure", cb.State(), code)
 			}
 		})
+	}
+}
+
+// A code gRPC does not define is error.type _OTHER on the call's event, one
+// value whatever number the server sent, so that an observer labelling by
+// ErrorType (resilience.Event: "for metrics") cannot be given a new value
+// per number. Before, it was CODE_<n>: up to 2^31 values from the wire.
+func TestACodeGRPCDoesNotDefineIsOneErrorType(t *testing.T) {
+	f := new(faultServer)
+	addr, _ := serve(t, f)
+	obs := new(resiliencetest.Observer)
+	client, _, _ := dial(t, addr, "defaults: { retry: { enabled: false }, circuitBreaker: { enabled: false } }\n", grpcmw.WithObserver(obs))
+	sent := []codes.Code{17, 99, 1 << 30, 1<<31 - 1} // grpc-go reads grpc-status as an int32
+	for _, code := range sent {
+		f.setUnary(failing(code))
+		if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); status.Code(err) != code {
+			t.Fatalf("got %v, want the server's code %d unchanged", err, code)
+		}
+	}
+	var types []string
+	for _, r := range obs.Recorded() {
+		if r.Source.Kind == resilience.KindCall {
+			types = append(types, r.Event.ErrorType)
+		}
+	}
+	if want := []string{"_OTHER", "_OTHER", "_OTHER", "_OTHER"}; !slices.Equal(types, want) {
+		t.Fatalf("error types %q for codes %v, want %q", types, sent, want)
 	}
 }

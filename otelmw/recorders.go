@@ -262,8 +262,9 @@ func (r *callRecorder) Record(ctx context.Context, e resilience.Event) {
 
 func (r *callRecorder) errorOpts(errorType string) []metric.RecordOption {
 	if strings.HasPrefix(errorType, "CODE_") {
-		// A code number no gRPC code has, from the server: not a value of
-		// its own, so that a server cannot spend the bound on them.
+		// A code number no gRPC code has, from the server, as a sender other
+		// than grpcmw (which writes _OTHER) may name it: not a value of its
+		// own, so that a server cannot spend the bound on them.
 		errorType = otherValue
 	}
 	if opts, ok := (*r.errs.Load())[errorType]; ok {

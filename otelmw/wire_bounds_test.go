@@ -26,8 +26,8 @@ func errorTypesOf(t *testing.T, m metricdata.Metrics) map[string]bool {
 	return out
 }
 
-// A server that answers with unknown gRPC codes (CODE_17..CODE_48 as
-// grpcmw names them) does not fill the method's 32 error.type values: they
+// A server that answers with unknown gRPC codes (CODE_17..CODE_48 as a
+// sender other than grpcmw, which writes _OTHER, may name them) does not fill the method's 32 error.type values: they
 // are _OTHER, and a real UNAVAILABLE afterwards keeps its own (before, it
 // was recorded as _OTHER).
 func TestWireCodesDoNotEvictKnownErrorTypes(t *testing.T) {

@@ -244,7 +244,8 @@ type Event struct {
 	// Err is the error of a rejection, an attempt or a call.
 	Err error
 	// ErrorType names a failed call's error for metrics (OpenTelemetry's
-	// error.type): grpcmw sets the gRPC code's name ("UNAVAILABLE") or
+	// error.type): grpcmw sets the gRPC code's name ("UNAVAILABLE"; "_OTHER"
+	// for a number no gRPC code has, which a server may send) or
 	// "circuit_open" / "bulkhead_full" for its own rejections on KindCall
 	// events; "" when the call succeeded.
 	ErrorType string
