@@ -103,9 +103,13 @@ func (transport) Overloaded(err error) bool {
 
 // ErrorType names a call's error as OpenTelemetry's HTTP conventions do:
 // the status code of a response ("503"), else a low-cardinality name of the
-// transport error.
+// transport error. A status outside 100–599 (HTTP/2 reads :status as any
+// integer) is "_OTHER": the server does not choose the set of values.
 func (transport) ErrorType(err error) string {
 	if se := statusOf(err); se != nil {
+		if se.status < 100 || se.status > 599 {
+			return otherErrorType
+		}
 		return statusText(se.status)
 	}
 	var dns *net.DNSError
@@ -180,3 +184,6 @@ func statusText(code int) string {
 	}
 	return strconv.Itoa(code)
 }
+
+// otherErrorType is OpenTelemetry's fallback value of error.type.
+const otherErrorType = "_OTHER"
