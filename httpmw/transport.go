@@ -79,7 +79,9 @@ func (transport) Class(code uint32) (uint32, bool) {
 	switch {
 	case code == config.StatusClientClosedRequest:
 		return 0, false
-	case code >= 600 && code <= 999:
+	case code < 100 || code > 599:
+		// 600–999 from an HTTP/1 status line; any integer (a negative one
+		// wraps) from HTTP/2's :status or from the wrapped RoundTripper.
 		return http.StatusInternalServerError, true
 	case code >= 100 && code < 600 && http.StatusText(int(code)) == "":
 		return code / 100 * 100, true
