@@ -85,12 +85,16 @@ func (c *Config) Resolve(scope Scope, group, name string) Method {
 }
 
 // HasGroup reports whether the configuration writes group (a service, a
-// host) in scope.
+// host) in scope. An entry a Config built in Go leaves nil is written, as
+// YAML's "api.example:" (null) is: the group has its own entries.
 func (c *Config) HasGroup(scope Scope, group string) bool {
+	var ok bool
 	if scope == HTTP {
-		return c.Hosts[group] != nil
+		_, ok = c.Hosts[group]
+	} else {
+		_, ok = c.Services[group]
 	}
-	return c.Services[group] != nil
+	return ok
 }
 
 // Method resolves the settings of method name of service svc, which need not

@@ -80,7 +80,8 @@ func newRoute(host, name string) *route {
 	return &route{key: "/" + host + "/" + name,
 		names: func(cfg *config.Config) (string, string, bool) {
 			if name == OtherRoute {
-				return host, name, cfg.Hosts[host] != nil
+				_, named := cfg.Hosts[host] // nil in a Config built in Go: named all the same
+				return host, name, named
 			}
 			return host, name, transport{}.Names(cfg, host, name)
 		}}
