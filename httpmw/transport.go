@@ -145,10 +145,11 @@ func (transport) ErrorType(err error) string {
 // error (errors.Is with its sentinel; resilience.Rejection).
 func (transport) Rejection(err error) error { return err }
 
-// Final: a response below 400 is no error for the call; a timeout is a
-// net.Error whose Timeout is true.
+// Final: a response of 100–399 is no error for the call; a timeout is a
+// net.Error whose Timeout is true. A status below 100 is invalid, a 500 to
+// the breaker (Class): the call's event records it as a failure too.
 func (transport) Final(err error) error {
-	if se, ok := err.(*statusError); ok && se.status < 400 {
+	if se, ok := err.(*statusError); ok && se.status >= 100 && se.status < 400 {
 		return nil
 	}
 	if te, ok := err.(*timeout.Error); ok {

@@ -16,11 +16,13 @@ import (
 // RoundTripper may return anything) is error.type _OTHER on the call's
 // event, one value whatever number the server sent, so that an observer
 // labelling by ErrorType cannot be given a new value per number. Before, it
-// was the number itself ("123456789").
+// was the number itself ("123456789"). A status below 100, which the breaker
+// counts as a 500, is a failed call too (it was a success, error.type ""); a
+// 3xx is still no error.
 func TestAStatusOutsideHTTPsRangeIsOneErrorType(t *testing.T) {
 	obs := new(resiliencetest.Observer)
 	chain := newChain(t, "defaults: { retry: { enabled: false }, circuitBreaker: { enabled: false } }\n", "api.example", httpmw.WithObserver(obs))
-	sent := []int{600, 999, 1000, 123456789, 503}
+	sent := []int{600, 999, 1000, 123456789, 503, 42, 0, -7, 302}
 	for _, s := range sent {
 		client := chain.Client(rtFunc(func(r *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: s, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("x")), Request: r}, nil
@@ -41,7 +43,7 @@ func TestAStatusOutsideHTTPsRangeIsOneErrorType(t *testing.T) {
 			types = append(types, r.Event.ErrorType)
 		}
 	}
-	if want := []string{"_OTHER", "_OTHER", "_OTHER", "_OTHER", "503"}; !slices.Equal(types, want) {
+	if want := []string{"_OTHER", "_OTHER", "_OTHER", "_OTHER", "503", "_OTHER", "_OTHER", "_OTHER", ""}; !slices.Equal(types, want) {
 		t.Fatalf("error types %q for statuses %v, want %q", types, sent, want)
 	}
 }
