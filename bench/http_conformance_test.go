@@ -7,6 +7,7 @@ package bench
 // that stops being true fails here.
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -15,10 +16,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/meshless/meshless/internal/memnet"
 )
 
 // peer is one library's client around a transport.
@@ -164,7 +168,8 @@ func TestConformanceStreamedBody(t *testing.T) {
 
 // Retry-After: seconds are honoured by all three on a 503; an HTTP-date by
 // httpmw and go-retryablehttp, not by failsafehttp (it reads only
-// seconds, and retries at once).
+// seconds, and retries at once). In a synctest bubble, over memnet: the
+// waits are the bubble's time, exact whatever the machine's load.
 func TestConformanceRetryAfter(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -178,28 +183,52 @@ func TestConformanceRetryAfter(t *testing.T) {
 	} {
 		for _, p := range peers {
 			t.Run(tc.name+"/"+p.name, func(t *testing.T) {
-				var first, second time.Time
-				s := newConformanceServer(t, func(i int64, w http.ResponseWriter, r *http.Request) {
-					if i == 1 {
-						first = time.Now()
-						w.Header().Set("Retry-After", tc.value())
-						w.WriteHeader(http.StatusServiceUnavailable)
-						return
+				synctest.Test(t, func(t *testing.T) {
+					var first, second time.Time
+					client := bubbleServer(t, p, func(i int64, w http.ResponseWriter, r *http.Request) {
+						if i == 1 {
+							first = time.Now()
+							w.Header().Set("Retry-After", tc.value())
+							w.WriteHeader(http.StatusServiceUnavailable)
+							return
+						}
+						second = time.Now() // one request at a time
+					})
+					req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://mem/forecast", nil)
+					if status, err := send(client, req); err != nil || status != 200 {
+						t.Fatalf("%d, %v", status, err)
 					}
-					second = time.Now() // one request at a time
+					// A wait the server asked for takes at least that long; one
+					// ignored is the client's own 10ms (or none).
+					if waited := second.Sub(first) >= tc.minWait; waited != tc.waits[p.name] {
+						t.Errorf("waited %v between attempts; honoured the header: %v, want %v", second.Sub(first), waited, tc.waits[p.name])
+					}
 				})
-				req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL+"/forecast", nil)
-				if status, err := send(s.client(t, p), req); err != nil || status != 200 {
-					t.Fatalf("%d, %v", status, err)
-				}
-				// A wait the server asked for takes at least that long; one
-				// ignored is the client's own 10ms (or none).
-				if waited := second.Sub(first) >= tc.minWait; waited != tc.waits[p.name] {
-					t.Errorf("waited %v between attempts; honoured the header: %v, want %v", second.Sub(first), waited, tc.waits[p.name])
-				}
 			})
 		}
 	}
+}
+
+// bubbleServer serves handler (given the request's number, from 1) over
+// memnet, for a test inside a synctest bubble (loopback TCP's waits are not
+// durable there), and returns p's client for it: request http://mem/....
+// Its cleanup, in the bubble, closes the transport's idle connections and
+// the server, and waits for Serve to return.
+func bubbleServer(tb testing.TB, p peer, handler func(n int64, w http.ResponseWriter, r *http.Request)) *http.Client {
+	var requests atomic.Int64
+	lis := memnet.Listen() // not bufconn: see package memnet
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handler(requests.Add(1), w, r)
+	})}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(lis) }()
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return lis.DialContext(ctx) }}
+	tb.Cleanup(func() {
+		tr.CloseIdleConnections()
+		_ = srv.Close()
+		<-served
+	})
+	return &http.Client{Transport: p.wrap(tb, "mem", tr)}
 }
 
 // 501 Not Implemented is not retried by any of the three.
