@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshless/meshless/grpcmw/outlier"
+	"github.com/meshless/meshless/internal/memnet"
 )
 
 // odBackend counts its calls and answers with code (OK: success).
@@ -40,10 +42,12 @@ func (b *odBackend) EmptyCall(context.Context, *testgrpc.Empty) (*testgrpc.Empty
 // backends of which one answers NOT_FOUND to everything. A50 counts every
 // error as a failure and ejects it; meshless counts NOT_FOUND as a healthy
 // answer and does not. docs/outlier.md quotes the counts this logs.
+//
+// It runs in a testing/synctest bubble, the backends on internal/memnet:
+// both balancers' interval timers (grpc-go's time.AfterFunc, meshless's
+// system clock) run on the bubble's time, so the traffic per interval is
+// what the test sends, whatever the machine's load.
 func TestOutlierPeerNotFound(t *testing.T) {
-	// Half a second and 5 calls per host: a volume the test reaches even
-	// with -race on two busy cores (at 0.1 s and 20 it sometimes did not,
-	// and then neither balancer judged anything).
 	const interval = 500 * time.Millisecond
 	xdsSC := `{"loadBalancingConfig":[{"outlier_detection_experimental":{` +
 		`"interval":"0.5s","baseEjectionTime":"30s","maxEjectionTime":"300s","maxEjectionPercent":50,` +
@@ -68,63 +72,63 @@ func TestOutlierPeerNotFound(t *testing.T) {
 		{name: "meshless_outlier", sc: meshlessSC, wantEject: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			backends := make([]*odBackend, 4)
-			var st resolver.State
-			for i := range backends {
-				backends[i] = &odBackend{}
-				if i == 1 {
-					backends[i].code = codes.NotFound
+			synctest.Test(t, func(t *testing.T) {
+				backends := make([]*odBackend, 4)
+				listeners := map[string]*memnet.Listener{}
+				var st resolver.State
+				for i := range backends {
+					backends[i] = &odBackend{}
+					if i == 1 {
+						backends[i].code = codes.NotFound
+					}
+					lis := memnet.Listen() // not bufconn: see package memnet
+					srv := grpc.NewServer()
+					testgrpc.RegisterTestServiceServer(srv, backends[i])
+					go func() { _ = srv.Serve(lis) }()
+					t.Cleanup(srv.Stop)
+					addr := fmt.Sprintf("backend%d", i)
+					listeners[addr] = lis
+					st.Addresses = append(st.Addresses, resolver.Address{Addr: addr})
 				}
-				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				r := manual.NewBuilderWithScheme("peer")
+				r.InitialState(st)
+				cc, err := grpc.NewClient(r.Scheme()+":///peer",
+					grpc.WithTransportCredentials(insecure.NewCredentials()),
+					grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+						return listeners[addr].DialContext(ctx)
+					}),
+					grpc.WithResolvers(r), grpc.WithDefaultServiceConfig(tc.sc))
 				if err != nil {
 					t.Fatal(err)
 				}
-				srv := grpc.NewServer()
-				testgrpc.RegisterTestServiceServer(srv, backends[i])
-				go func() { _ = srv.Serve(lis) }()
-				t.Cleanup(srv.Stop)
-				st.Addresses = append(st.Addresses, resolver.Address{Addr: lis.Addr().String()})
-			}
-			r := manual.NewBuilderWithScheme(fmt.Sprintf("peer%d", time.Now().UnixNano()))
-			r.InitialState(st)
-			cc, err := grpc.NewClient(r.Scheme()+":///peer",
-				grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithResolvers(r), grpc.WithDefaultServiceConfig(tc.sc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
-			client := testgrpc.NewTestServiceClient(cc)
-			call := func(n int) {
-				for range n {
-					_, _ = client.EmptyCall(t.Context(), &testgrpc.Empty{}, grpc.WaitForReady(true))
+				defer cc.Close()
+				client := testgrpc.NewTestServiceClient(cc)
+				call := func(n int) {
+					for range n {
+						_, _ = client.EmptyCall(t.Context(), &testgrpc.Empty{}, grpc.WaitForReady(true))
+					}
 				}
-			}
-			counts := func() (c [4]int64) {
-				for i, b := range backends {
-					c[i] = b.calls.Swap(0)
+				counts := func() (c [4]int64) {
+					for i, b := range backends {
+						c[i] = b.calls.Swap(0)
+					}
+					return c
 				}
-				return c
-			}
-			// Warm-up: several intervals of traffic, each well above the
-			// request volume (real time: grpc-go's timer cannot be driven),
-			// then 400 calls counted. Where an ejection is expected, the
-			// count is repeated for up to 20 more intervals, so a slow
-			// machine delays the verdict instead of changing it.
-			for end := time.Now().Add(4 * interval); time.Now().Before(end); {
-				call(40)
-			}
-			warm := counts()
-			call(400)
-			got := counts()
-			for end := time.Now().Add(20 * interval); tc.wantEject && got[1] != 0 && time.Now().Before(end); {
+				// Warm-up: four intervals of traffic, 40 calls every eighth
+				// of one (80 per backend per interval, well above the
+				// request volume), then 400 calls counted.
+				for range 4 * 8 {
+					call(40)
+					time.Sleep(interval / 8)
+				}
+				warm := counts()
 				call(400)
-				got = counts()
-			}
-			t.Logf("%s: NOT_FOUND backend is #1; calls per backend during warm-up %v, in the next 400 calls %v", tc.name, warm, got)
-			if ejected := got[1] == 0; ejected != tc.wantEject {
-				t.Fatalf("NOT_FOUND backend ejected = %v, want %v (calls %v)", ejected, tc.wantEject, got)
-			}
+				got := counts()
+				t.Logf("%s: NOT_FOUND backend is #1; calls per backend during warm-up %v, in the next 400 calls %v", tc.name, warm, got)
+				if ejected := got[1] == 0; ejected != tc.wantEject {
+					t.Fatalf("NOT_FOUND backend ejected = %v, want %v (calls %v)", ejected, tc.wantEject, got)
+				}
+			})
 		})
 	}
 }
