@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -183,17 +184,20 @@ func waitUntil(t *testing.T, cond func() bool) {
 	t.Fatal("condition not reached")
 }
 
+// In a synctest bubble, over memnet: on loopback TCP under load, the
+// connection's setup and the first message could take the method's whole
+// 100ms, and the stream ended with no message.
 func TestStreamTimeoutsComeOnlyFromTheMethodsOwnLevel(t *testing.T) {
-	f := new(faultServer)
-	f.setStream(func(req *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error {
-		_ = s.Send(&testgrpc.StreamingOutputCallResponse{})
-		<-s.Context().Done()
-		return s.Context().Err()
-	})
-	addr, _ := serve(t, f)
-	// The defaults' 50ms overall timeout must not cut streams; the method's
-	// own perAttempt of 100ms does.
-	client, _, _ := dial(t, addr, `
+	synctest.Test(t, func(t *testing.T) {
+		f := new(faultServer)
+		f.setStream(func(req *testgrpc.StreamingOutputCallRequest, s testgrpc.TestService_StreamingOutputCallServer) error {
+			_ = s.Send(&testgrpc.StreamingOutputCallResponse{})
+			<-s.Context().Done()
+			return s.Context().Err()
+		})
+		// The defaults' 50ms overall timeout must not cut streams; the
+		// method's own perAttempt of 100ms does.
+		client, _, stop := inBubble(t, f, `
 defaults:
   timeout: { perAttempt: 20ms, overall: 50ms }
 services:
@@ -201,18 +205,20 @@ services:
     methods:
       StreamingOutputCall: { timeout: { perAttempt: 100ms } }
 `)
-	start := time.Now()
-	s, err := client.StreamingOutputCall(t.Context(), sendParams(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := recvAll(s)
-	if n != 1 || status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("got %d messages and %v, want 1 and DEADLINE_EXCEEDED", n, err)
-	}
-	if d := time.Since(start); d < 100*time.Millisecond {
-		t.Fatalf("the stream was cut after %v, before its method's own 100ms: an inherited timeout applied", d)
-	}
+		defer stop()
+		start := time.Now()
+		s, err := client.StreamingOutputCall(t.Context(), sendParams(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := recvAll(s)
+		if n != 1 || status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("got %d messages and %v, want 1 and DEADLINE_EXCEEDED", n, err)
+		}
+		if d := time.Since(start); d != 100*time.Millisecond {
+			t.Fatalf("the stream was cut after %v, not at its method's own 100ms: an inherited timeout applied", d)
+		}
+	})
 }
 
 // A stream whose caller no longer refers to it is ended by a cleanup, so
