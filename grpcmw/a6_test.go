@@ -7,12 +7,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -346,48 +346,44 @@ func equalValues(a, b [][]string) bool {
 // A reply that arrives after the overall deadline (here held back by an
 // interceptor inside meshless's) fails the call with DEADLINE_EXCEEDED on
 // every reading: the caller's error, status.Code and the call's error.type.
+//
+// In a synctest bubble, over memnet: on loopback TCP, a connection slower
+// to set up than the 50ms (-race, busy cores) failed the call before any
+// attempt reached the server.
 func TestA6LateReplyIsDeadlineExceededEverywhere(t *testing.T) {
-	f := new(faultServer)
-	f.setUnary(failing(codes.Unavailable))
-	addr, _ := serve(t, f)
-	cfg, err := grpcmw.ParseConfig([]byte(`
+	synctest.Test(t, func(t *testing.T) {
+		f := new(faultServer)
+		f.setUnary(failing(codes.Unavailable))
+		obs := new(resiliencetest.Observer)
+		late := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			<-ctx.Done() // the reply is held until the overall deadline has passed
+			return err
+		}
+		client, _, stop := inBubbleOf(t, f, `
 defaults:
   circuitBreaker: { enabled: false }
   retry: { enabled: false }
   timeout: { overall: 50ms }
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obs := new(resiliencetest.Observer)
-	chain, _ := grpcmw.New(cfg, grpcmw.WithObserver(obs))
-	late := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		<-ctx.Done() // the reply is held until the overall deadline has passed
-		return err
-	}
-	conn, err := grpc.NewClient(addr, append(chain.DialOptions(), grpc.WithChainUnaryInterceptor(late),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_, err = testgrpc.NewTestServiceClient(conn).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
-	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, timeout.ErrTimeout) {
-		t.Fatalf("err = %v (code %v), want DEADLINE_EXCEEDED on every reading", err, status.Code(err))
-	}
-	var types []string
-	for _, r := range obs.Recorded() {
-		if r.Source.Kind == resilience.KindCall {
-			types = append(types, r.Event.ErrorType)
+`, []grpcmw.Option{grpcmw.WithObserver(obs)}, []grpc.DialOption{grpc.WithChainUnaryInterceptor(late)})
+		defer stop()
+		_, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, timeout.ErrTimeout) {
+			t.Fatalf("err = %v (code %v), want DEADLINE_EXCEEDED on every reading", err, status.Code(err))
 		}
-	}
-	if len(types) != 1 || types[0] != "DEADLINE_EXCEEDED" {
-		t.Fatalf("the call's error.type = %q, want DEADLINE_EXCEEDED", types)
-	}
-	if f.calls.Load() != 1 {
-		t.Fatalf("%d attempts at the server, want 1", f.calls.Load())
-	}
+		var types []string
+		for _, r := range obs.Recorded() {
+			if r.Source.Kind == resilience.KindCall {
+				types = append(types, r.Event.ErrorType)
+			}
+		}
+		if len(types) != 1 || types[0] != "DEADLINE_EXCEEDED" {
+			t.Fatalf("the call's error.type = %q, want DEADLINE_EXCEEDED", types)
+		}
+		if f.calls.Load() != 1 {
+			t.Fatalf("%d attempts at the server, want 1", f.calls.Load())
+		}
+	})
 }
 
 // relayed returns a downstream meshless's rejection as a service passes it
