@@ -10,10 +10,13 @@ func TestCoarseClockIsRealTime(t *testing.T) {
 	before := time.Now()
 	got := CoarseClock().Now()
 	after := time.Now()
-	// The coarse clock may lag by its resolution; on a loaded CI machine the
-	// ticker may be late, so allow far more. It must not be another clock.
-	if got.Before(before.Add(-100*time.Millisecond)) || got.After(after) {
-		t.Fatalf("CoarseClock().Now() = %v, want within [%v, %v]", got, before.Add(-100*time.Millisecond), after)
+	// The coarse clock lags by as much as its refreshing goroutine is
+	// delayed: unbounded in principle, 277ms seen under -race on two busy
+	// cores (where the 100ms this allowed failed the test). What this
+	// checks is that it is not another clock: a lag of seconds would do.
+	const lag = 10 * time.Second
+	if got.Before(before.Add(-lag)) || got.After(after) {
+		t.Fatalf("CoarseClock().Now() = %v, want within [%v, %v]", got, before.Add(-lag), after)
 	}
 	prev := got
 	for range 1000 {
