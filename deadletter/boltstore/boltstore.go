@@ -511,14 +511,7 @@ func findParked(key string, k *keyBucket, id string) ([]byte, deadletter.Entry, 
 
 // Requeue implements [deadletter.Store].
 func (s *Store) Requeue(_ context.Context, key, id string, now time.Time) error {
-	return s.update(func(root *bolt.Bucket) error {
-		k, err := openKey(root, key, false)
-		if err != nil {
-			return err
-		}
-		if k == nil {
-			return deadletter.ErrNotFound
-		}
+	return s.updateKey(key, func(k *keyBucket) error {
 		pk, e, ok := findParked(key, k, id)
 		if !ok {
 			return deadletter.ErrNotFound
@@ -552,8 +545,9 @@ func requeue(k *keyBucket, pk []byte, e deadletter.Entry, now time.Time) error {
 	return k.save()
 }
 
-// Purge implements [deadletter.Store].
-func (s *Store) Purge(_ context.Context, key, id string) error {
+// updateKey runs f on key's buckets in a write transaction; a key the file
+// does not hold is deadletter.ErrNotFound.
+func (s *Store) updateKey(key string, f func(k *keyBucket) error) error {
 	return s.update(func(root *bolt.Bucket) error {
 		k, err := openKey(root, key, false)
 		if err != nil {
@@ -562,6 +556,13 @@ func (s *Store) Purge(_ context.Context, key, id string) error {
 		if k == nil {
 			return deadletter.ErrNotFound
 		}
+		return f(k)
+	})
+}
+
+// Purge implements [deadletter.Store].
+func (s *Store) Purge(_ context.Context, key, id string) error {
+	return s.updateKey(key, func(k *keyBucket) error {
 		pk, _, ok := findParked(key, k, id)
 		if !ok {
 			return deadletter.ErrNotFound

@@ -67,14 +67,7 @@ func (r raw) PurgeAt(_ context.Context, key, at string) error {
 	if err != nil {
 		return err
 	}
-	return r.s.update(func(root *bolt.Bucket) error {
-		k, err := openKey(root, key, false)
-		if err != nil {
-			return err
-		}
-		if k == nil {
-			return deadletter.ErrNotFound
-		}
+	return r.s.updateKey(key, func(k *keyBucket) error {
 		v := k.parked.Get(sk)
 		if v == nil {
 			if k.parked.Bucket(sk) != nil { // a hostile file's
@@ -106,14 +99,7 @@ func (r raw) RequeueAt(_ context.Context, key, at string, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	return r.s.update(func(root *bolt.Bucket) error {
-		k, err := openKey(root, key, false)
-		if err != nil {
-			return err
-		}
-		if k == nil {
-			return deadletter.ErrNotFound
-		}
+	return r.s.updateKey(key, func(k *keyBucket) error {
 		v := k.parked.Get(sk)
 		if v == nil || len(sk) != 8 {
 			return deadletter.ErrNotFound
