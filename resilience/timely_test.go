@@ -96,3 +96,50 @@ func TestAChainWhoseTimeoutTellsEndsEveryCallAsBefore(t *testing.T) {
 		})
 	}
 }
+
+// A rate limiter that waits for a permit (timeoutDuration) between the
+// breaker and the timeout makes the call wait before the timeout starts its
+// deadline: the deadline then proves the call's own time short, not the time
+// the breaker measures from its start, the wait included. A success that
+// waited past the slow-call threshold was timed, and slow, before the
+// timeout told the breaker of fast successes; it still is.
+func TestASuccessThatWaitedForALimiterPastTheThresholdIsSlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := circuitbreaker.DefaultConfig() // a 2 s threshold
+		cfg.SlidingWindowSize, cfg.MinimumNumberOfCalls = 4, 4
+		cb, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 4 { // a clean window: full, successes only
+			if err := cb.Execute(t.Context(), func(context.Context) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rc := ratelimiter.DefaultConfig()
+		rc.LimitForPeriod, rc.LimitRefreshPeriod, rc.TimeoutDuration = 1, 3*time.Second, 5*time.Second
+		rl, err := ratelimiter.New(ratelimiter.WithConfig(rc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		to, err := timeout.New(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain := resilience.NewChain(cb, rl, to)
+		ok := func(context.Context) error { return nil }
+		if err := chain.Execute(t.Context(), ok); err != nil { // the period's permit
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := chain.Execute(t.Context(), ok); err != nil { // waits for the next period's
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited <= cfg.SlowCallDurationThreshold {
+			t.Fatalf("the call waited %v, want more than the %v threshold", waited, cfg.SlowCallDurationThreshold)
+		}
+		if m := cb.Metrics(); m.SlowCalls != 1 {
+			t.Fatalf("after a success that waited past the threshold: %+v, want it slow", m)
+		}
+	})
+}

@@ -17,8 +17,10 @@ import (
 // A telling copy of a timeout (internal/timely) says a call succeeded
 // within its deadline only when it did: the call returned nil, the
 // deadline the timeout derived was still live (its timer had not fired,
-// the caller had not cancelled), and the timeout is no longer than the
-// breaker outside takes. Every other call ends as it does without it.
+// the caller had not cancelled), the timeout is no longer than the
+// breaker outside takes, and its deadline counts from the start the policy
+// outside passed on (the breaker's: a policy between them that waited
+// passes none). Every other call ends as it does without it.
 func TestATellingTimeoutTellsOnlyOfASuccessWithinItsLiveDeadline(t *testing.T) {
 	failure := errors.New("boom")
 	fast := func(context.Context) error { return nil }
@@ -29,11 +31,14 @@ func TestATellingTimeoutTellsOnlyOfASuccessWithinItsLiveDeadline(t *testing.T) {
 		ctx   func(context.Context) (context.Context, context.CancelFunc)
 		call  func(context.Context) error
 		want  error // nil, timely.Err or failure
+		// noStart: the policy outside passes no start (it waited)
+		noStart bool
 	}{
 		{name: "a fast success", bound: time.Second, call: fast, want: timely.Err},
 		{name: "a fast success, the bound over the timeout", bound: time.Hour, call: fast, want: timely.Err},
 		{name: "the timeout over the bound", bound: time.Second - 1, call: fast},
 		{name: "no bound (an observed breaker)", call: fast},
+		{name: "no start passed on (a policy between that waited)", bound: time.Second, call: fast, noStart: true},
 		{name: "a failure", bound: time.Second, call: func(context.Context) error { return failure }, want: failure},
 		{name: "a success after the deadline fired", bound: time.Second, call: func(context.Context) error {
 			time.Sleep(2 * time.Second) // it ignores its context
@@ -64,7 +69,14 @@ func TestATellingTimeoutTellsOnlyOfASuccessWithinItsLiveDeadline(t *testing.T) {
 				if call == nil { // cancels the caller's context, then succeeds
 					call = func(context.Context) error { cancel(); return nil }
 				}
-				got := resilience.NewChain(teller).Execute(ctx, call)
+				// outside: the breaker, which passes its start on
+				outside := resilience.PolicyFunc(func(ctx context.Context, next resilience.Next) error {
+					if tt.noStart {
+						return next.Run(ctx)
+					}
+					return next.RunAt(ctx, time.Now())
+				})
+				got := resilience.NewChain(outside, teller).Execute(ctx, call)
 				if !errors.Is(got, tt.want) || (tt.want == nil && got != nil) {
 					t.Errorf("the telling copy returned %v, want %v", got, tt.want)
 				}

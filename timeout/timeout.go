@@ -254,8 +254,8 @@ func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
 	if t.d <= 0 || t.observe {
 		return t.Execute(ctx, next.Run)
 	}
-	start, ok := next.Entered()
-	if !ok {
+	start, entered := next.Entered()
+	if !entered {
 		start = time.Now()
 	}
 	deadline := start.Add(t.d)
@@ -276,9 +276,13 @@ func (t *Timeout) Apply(ctx context.Context, next resilience.Next) error {
 	err := next.RunAt(tctx, start)
 	done = true
 	if err == nil && t.rec == nil {
-		if t.tell != nil && tctx.Err() == nil && int64(t.d) <= t.tell.Load() {
+		// The word holds only for a deadline from the breaker's own start,
+		// passed on to it (entered): a policy between them that waited (a
+		// rate limiter's timeoutDuration) passes none, and the breaker's
+		// time, the wait included, may then be slow.
+		if t.tell != nil && entered && tctx.Err() == nil && int64(t.d) <= t.tell.Load() {
 			cancel()
-			return timely.Err // the deadline's timer had not fired: it took less than t.d
+			return timely.Err // the deadline's timer had not fired: it took less than t.d since the breaker's start
 		}
 		cancel()
 		return nil

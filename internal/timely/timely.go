@@ -23,7 +23,9 @@ type Role struct {
 	Passes bool
 	// Tell, for a timeout: a copy of it that returns Err for a call that
 	// succeeded while its deadline was live, when its duration is at most
-	// bound's.
+	// bound's and its deadline counts from the start the policy outside
+	// passed on (resilience.Next.Entered: the breaker's, when nothing
+	// between them waited; a rate limiter that waited passes none).
 	Tell func(bound *atomic.Int64) any
 }
 

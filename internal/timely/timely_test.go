@@ -98,8 +98,10 @@ func TestTellersReplacesOnlyATimeoutBehindABreakerAndPassingPolicies(t *testing.
 					continue
 				}
 				// The copy tells when its breaker takes a 1 s timeout's word
-				// (half the default threshold of 2 s); the original never does.
-				err := p.Apply(context.Background(), resilience.Next{})
+				// (half the default threshold of 2 s), under a policy that
+				// passes its start on (as the breaker does); the original
+				// never does.
+				err := resilience.NewChain(entering, p).Execute(context.Background(), nil)
 				wantTold := tt.name != "an observed breaker, timeout"
 				if got := errors.Is(err, timely.Err); got != wantTold {
 					t.Errorf("the copy of policy %d returned %v, told = %v, want %v", i, err, got, wantTold)
@@ -111,6 +113,12 @@ func TestTellersReplacesOnlyATimeoutBehindABreakerAndPassingPolicies(t *testing.
 		})
 	}
 }
+
+// entering passes the time it was entered on, as a breaker on the system
+// clock does.
+var entering = resilience.PolicyFunc(func(ctx context.Context, next resilience.Next) error {
+	return next.RunAt(ctx, time.Now())
+})
 
 // Of gives the zero Role for what no package registered, a nil pointer of
 // a registered type included.
