@@ -97,9 +97,10 @@ type link struct {
 // policies are skipped.
 //
 // A circuit breaker on the system clock with a timeout inside it, and
-// between them nothing but a fixed bulkhead without an observer or a rate
-// limiter that made the call wait for no permit, counts a success that came while the timeout's deadline was live
-// without reading the clock at its end, when the timeout is at most half its
+// between them nothing but a fixed bulkhead without an observer or a
+// maxWaitDuration, or a rate limiter that made the call wait for no permit,
+// counts a success that came while the timeout's deadline was live without
+// reading the clock at its end, when the timeout is at most half its
 // slow-call threshold: the call took less than the timeout, so it is not
 // slow (docs/circuitbreaker.md).
 func NewChain(policies ...Policy) Chain {

@@ -18,8 +18,8 @@ type Role struct {
 	// observer). It follows Reconfigure.
 	Bound *atomic.Int64
 	// Passes: the policy returns the error of the call inside it
-	// unchanged, and counts nothing by it (a fixed bulkhead without an
-	// observer, a rate limiter).
+	// unchanged, and counts nothing by it (a fixed bulkhead without a
+	// maxWaitDuration or an observer, a rate limiter).
 	Passes bool
 	// Tell, for a timeout: a copy of it that returns Err for a call that
 	// succeeded while its deadline was live, when its duration is at most

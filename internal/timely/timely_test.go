@@ -36,8 +36,8 @@ func asPolicy(p any) (resilience.Policy, bool) { q, ok := p.(resilience.Policy);
 
 // Tellers replaces a timeout with its telling copy only when a breaker is
 // outside it with nothing between them but policies that hand errors on
-// unchanged (a fixed bulkhead without an observer, a rate limiter, nil
-// ones); the copy tells, the caller's policies and slice stay as they were.
+// unchanged (a fixed bulkhead without an observer or a maxWaitDuration, a
+// rate limiter, nil ones); the copy tells, the caller's policies and slice stay as they were.
 func TestTellersReplacesOnlyATimeoutBehindABreakerAndPassingPolicies(t *testing.T) {
 	cb := must(circuitbreaker.New())
 	cb2 := must(circuitbreaker.New())
@@ -48,6 +48,9 @@ func TestTellersReplacesOnlyATimeoutBehindABreakerAndPassingPolicies(t *testing.
 	adaptive := must(bulkhead.New(bulkhead.WithConfig(cfg)))
 	defer adaptive.Close()
 	observedBH := must(bulkhead.New(bulkhead.WithObserver(new(resiliencetest.Observer))))
+	qcfg := bulkhead.DefaultConfig()
+	qcfg.MaxWaitDuration = time.Second
+	queuing := must(bulkhead.New(bulkhead.WithConfig(qcfg)))
 	rl := must(ratelimiter.New())
 	rt := must(retry.New())
 	to := must(timeout.New(time.Second))
@@ -71,6 +74,7 @@ func TestTellersReplacesOnlyATimeoutBehindABreakerAndPassingPolicies(t *testing.
 		{"breaker, retry, timeout", []resilience.Policy{cb, rt, to}, nil},
 		{"breaker, adaptive bulkhead, timeout", []resilience.Policy{cb, adaptive, to}, nil},
 		{"breaker, observed bulkhead, timeout", []resilience.Policy{cb, observedBH, to}, nil},
+		{"breaker, a bulkhead that may queue, timeout", []resilience.Policy{cb, queuing, to}, nil},
 		{"breaker, a policy of the user's, timeout", []resilience.Policy{cb, plain, to}, nil},
 		{"breaker, a chain, timeout", []resilience.Policy{cb, resilience.NewChain(bh), to}, nil},
 	} {
