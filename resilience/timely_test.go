@@ -3,6 +3,7 @@ package resilience_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -141,5 +142,78 @@ func TestASuccessThatWaitedForALimiterPastTheThresholdIsSlow(t *testing.T) {
 		if m := cb.Metrics(); m.SlowCalls != 1 {
 			t.Fatalf("after a success that waited past the threshold: %+v, want it slow", m)
 		}
+	})
+}
+
+// Calls through a chain whose timeout tells its breaker, racing Reconfigure
+// of the breaker's mode and threshold (the bound with it), a failure now and
+// then (a window that is not clean, a breaker that opens) and the ends of
+// the open state: no call sees the timeout's word, each gets nil, its own
+// failure or a rejection (the breaker's, the limiter's). Run with -race.
+func TestATimeoutsWordNeverReachesACallerRacingReconfigure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := circuitbreaker.DefaultConfig()
+		cfg.SlidingWindowSize, cfg.MinimumNumberOfCalls = 4, 4
+		cfg.PermittedNumberOfCallsInHalfOpenState = 1
+		cfg.WaitDurationInOpenState = time.Millisecond
+		cb, err := circuitbreaker.New(circuitbreaker.WithConfig(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		to, err := timeout.New(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bh, err := bulkhead.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rl, err := ratelimiter.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		failure := errors.New("boom")
+		chains := []resilience.Chain{resilience.NewChain(cb, to), resilience.NewChain(cb, rl, bh, to)}
+		done := make(chan struct{})
+		go func() { // the operator
+			defer close(done)
+			modes := []circuitbreaker.Mode{circuitbreaker.ModeMetricsOnly, circuitbreaker.ModeDisabled, circuitbreaker.ModeForcedOpen, circuitbreaker.ModeNormal}
+			for i := range 200 {
+				c := cfg
+				c.Mode = modes[i%len(modes)]
+				c.SlowCallDurationThreshold = []time.Duration{time.Second, 2 * time.Second, time.Hour}[i%3]
+				if err := cb.Reconfigure(circuitbreaker.WithConfig(c)); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					fn := func(context.Context) error { return nil }
+					if i%7 == g {
+						fn = func(context.Context) error { return failure }
+					}
+					err := chains[i%2].Execute(t.Context(), fn)
+					if err != nil && !errors.Is(err, failure) && !resilience.IsRejection(err) {
+						t.Errorf("a call returned %v, want nil, its failure or a rejection", err)
+						return
+					}
+					if i%16 == 0 {
+						time.Sleep(time.Millisecond) // the open state's end, the operator's turn
+					}
+				}
+			})
+		}
+		wg.Wait()
+		<-done
 	})
 }
