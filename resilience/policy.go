@@ -98,11 +98,11 @@ type link struct {
 //
 // A circuit breaker on the system clock with a timeout inside it, and
 // between them nothing but a fixed bulkhead without an observer or a
-// maxWaitDuration, or a rate limiter that made the call wait for no permit,
-// counts a success that came while the timeout's deadline was live without
-// reading the clock at its end, when the timeout is at most half its
-// slow-call threshold: the call took less than the timeout, so it is not
-// slow (docs/circuitbreaker.md).
+// maxWaitDuration, or a rate limiter without a timeoutDuration (neither
+// makes a call wait), counts a success that came while the timeout's
+// deadline was live without reading the clock at its end, when the timeout
+// is at most half its slow-call threshold: the call took less than the
+// timeout, so it is not slow (docs/circuitbreaker.md).
 func NewChain(policies ...Policy) Chain {
 	policies = timely.Tellers(policies, func(p any) (Policy, bool) { q, ok := p.(Policy); return q, ok })
 	var head *link

@@ -25,7 +25,8 @@ type Role struct {
 	// succeeded while its deadline was live, when its duration is at most
 	// bound's and its deadline counts from the start the policy outside
 	// passed on (resilience.Next.Entered: the breaker's, when nothing
-	// between them waited; a rate limiter that waited passes none).
+	// between them may wait; a rate limiter with a timeoutDuration passes
+	// none).
 	Tell func(bound *atomic.Int64) any
 }
 
