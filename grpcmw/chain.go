@@ -99,6 +99,18 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 // reads it (engine.Namer): known.
 func (*transport) Names(cfg *Config, svc, name string) bool { return known(cfg, svc, name) }
 
+// NamesGroup reports whether the program links a service descriptor of
+// svc with methods (engine.GroupNamer): its calls are known although the
+// configuration does not write it.
+func (*transport) NamesGroup(svc string) bool {
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return false
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	return ok && sd.Methods().Len() > 0
+}
+
 // known reports whether the method svc/name is a real one: named by the
 // configuration, or declared by a service descriptor linked into the
 // program (the generated code of every service a program serves or calls

@@ -24,7 +24,7 @@ services:
   pkg.A: { deadLetter: { store: redis, namespace: n, redis: { addr: "`+srv.Addr()+`" } } }
 `)
 	r := newRig(t, Options{})
-	if err := r.Resume(cfg, config.GRPC, other); err != nil {
+	if err := r.Resume(cfg, config.GRPC, other, anyKey); err != nil {
 		t.Fatalf("Resume over a key set of the wrong type: %v", err)
 	}
 	st, err := redisstore.New(client(t, srv), redisstore.WithNamespace("n"))

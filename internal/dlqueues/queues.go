@@ -3,6 +3,7 @@ package dlqueues
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -196,7 +197,12 @@ func hasDeadLetter(cfg *config.Config) bool {
 // key that holds entries of a previous run, so that they are replayed
 // without waiting for a call of that key. It resolves cfg in scope; other
 // is the engine's name of a group's fallback entry (engine.Other).
-func (d *Queues) Resume(cfg *config.Config, scope config.Scope, other string) error {
+//
+// A key no call of the engine can be kept under (reachable reports false:
+// a service or method the client does not have, left by another client of
+// a shared store, or by hand) gets no queue: its entries stay in the store,
+// untouched, and each store's skipped keys are logged in one line.
+func (d *Queues) Resume(cfg *config.Config, scope config.Scope, other string, reachable func(cfg *config.Config, key string) bool) error {
 	if !hasDeadLetter(cfg) {
 		return nil
 	}
@@ -221,7 +227,14 @@ func (d *Queues) Resume(cfg *config.Config, scope config.Scope, other string) er
 		if err != nil {
 			return fmt.Errorf("deadLetter: %w", err)
 		}
+		skipped, example := 0, ""
 		for _, key := range keys {
+			if !reachable(cfg, key) {
+				if skipped++; skipped == 1 {
+					example = key
+				}
+				continue
+			}
 			svc, name, _ := strings.Cut(key, "/")
 			km := cfg.Resolve(scope, svc, orOther(name, other))
 			if km.DeadLetter == nil || km.Key != key {
@@ -230,6 +243,10 @@ func (d *Queues) Resume(cfg *config.Config, scope config.Scope, other string) er
 			if _, err := d.Queue(key, *km.DeadLetter); err != nil {
 				return err
 			}
+		}
+		if skipped > 0 {
+			slog.Warn("meshless deadletter: the store holds keys no call of this client is kept under; their entries are left in the store, not replayed",
+				"store", config.Clip(id), "skipped", skipped, "example", config.Clip(example))
 		}
 	}
 	return nil

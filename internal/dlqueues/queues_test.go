@@ -215,7 +215,7 @@ func TestDetachThenClose(t *testing.T) {
 func TestResumeWithoutDeadLetterOpensNothing(t *testing.T) {
 	r := newRig(t, Options{})
 	cfg := parse(t, "services:\n  pkg.A:\n    retry: { maxAttempts: 2 }\n")
-	if err := r.Resume(cfg, config.GRPC, other); err != nil {
+	if err := r.Resume(cfg, config.GRPC, other, anyKey); err != nil {
 		t.Fatal(err)
 	}
 	if n := r.nStores(); n != 0 {
@@ -242,7 +242,7 @@ services:
     deadLetter: { path: "`+p+`" }
 `)
 	r := newRig(t, Options{})
-	if err := r.Resume(cfg, config.GRPC, other); err != nil {
+	if err := r.Resume(cfg, config.GRPC, other, anyKey); err != nil {
 		t.Fatal(err)
 	}
 	ks := r.keys()
@@ -266,7 +266,7 @@ func TestResumeErrorOnAStoreThatCannotOpen(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "missing", "dl.db")
 	cfg := parse(t, "services:\n  pkg.A: { deadLetter: { path: \""+p+"\" } }\n")
 	r := newRig(t, Options{})
-	if err := r.Resume(cfg, config.GRPC, other); err == nil {
+	if err := r.Resume(cfg, config.GRPC, other, anyKey); err == nil {
 		t.Fatal("Resume on a file in a missing directory: no error")
 	}
 }
@@ -284,7 +284,7 @@ services:
       Do: { deadLetter: { path: "`+p+`" } }
 `)
 	r := newRig(t, Options{})
-	if err := r.Resume(cfg, config.GRPC, other); err != nil {
+	if err := r.Resume(cfg, config.GRPC, other, anyKey); err != nil {
 		t.Fatal(err)
 	}
 	if ks := r.keys(); !ks["pkg.M/Do"] {

@@ -135,7 +135,7 @@ services:
   pkg.B: { deadLetter: { store: redis, namespace: n, redis: { addr: "`+srv2.Addr()+`" } } }
 `)
 	r := newRig(t, Options{})
-	if err := r.Resume(cfg, config.GRPC, other); err != nil {
+	if err := r.Resume(cfg, config.GRPC, other, anyKey); err != nil {
 		t.Fatal(err)
 	}
 	if ks := r.keys(); len(ks) != 2 || !ks["pkg.A"] || !ks["pkg.B"] {
