@@ -3,6 +3,7 @@ package grpcmw
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -59,7 +60,14 @@ var errNoConn = engine.NotYet("grpcmw: no connection to replay on yet")
 // Replay makes a deferred call again on the chain's connection, with its
 // kept metadata and the meshless-replay-id header; the answer is dropped
 // (the caller was told the call was deferred).
+//
+// An entry whose method is not one of its key's calls (a store shared with
+// another client, or edited by hand) is not sent: a failed replay, parked
+// after maxReplays.
 func (t *transport) Replay(ctx context.Context, e deadletter.Entry) error {
+	if !ofKey(e.Method, e.Key) {
+		return errNotOfKey
+	}
 	cc := t.conn.cc.Load()
 	if cc == nil {
 		return errNoConn
@@ -74,6 +82,32 @@ func (t *transport) Replay(ctx context.Context, e deadletter.Entry) error {
 	ctx = metadata.NewOutgoingContext(ctx, md)
 	var reply rawMessage
 	return cc.Invoke(ctx, e.Method, rawMessage(e.Payload), &reply, grpc.ForceCodecV2(rawCodec{}))
+}
+
+// errNotOfKey: the entry names a call its key's calls never are.
+var errNotOfKey = errors.New("grpcmw: the entry's method is not one of its key's calls; not replayed")
+
+// ofKey reports whether a call of method could have been kept under key:
+// a method of the service key names (keyBy: service), the method key
+// names, or any method of key's service for its fallback entry
+// ("SERVICE/_OTHER", keyBy: method); any method for the defaults'
+// fallback ("_OTHER", "_OTHER/_OTHER"), where a chain keeps the calls of
+// methods it does not know. It reads names only, not the configuration,
+// so that a reload does not strand the entries of a key it retired.
+func ofKey(method, key string) bool {
+	group, name, byMethod := strings.Cut(key, "/")
+	if group == engine.Other {
+		return true
+	}
+	svc, mname, ok := splitMethod(method)
+	switch {
+	case !ok || svc != group:
+		return false
+	case !byMethod || name == engine.Other:
+		return true
+	default:
+		return mname == name
+	}
 }
 
 // rawMessage is a message already encoded.

@@ -6,7 +6,11 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshless/meshless/deadletter"
 	"github.com/meshless/meshless/deadletter/boltstore"
@@ -99,4 +103,64 @@ defaults:
 			}
 		})
 	}
+}
+
+// A replay made the call its entry names, whatever key it was kept under:
+// an entry of a store shared with another client, or written by hand,
+// under one key but naming a method whose calls this chain keeps under
+// another (keyBy: method here: EmptyCall's key holding a UnaryCall) was
+// sent to that method, paced, leased and counted as the first key's. A
+// replay now makes only a call the chain would have kept under the
+// entry's key; another is a failed replay, parked after maxReplays, never
+// sent.
+func TestAReplayMakesOnlyACallOfItsEntrysKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &replayLog{}
+		f := new(faultServer)
+		f.setUnary(r.handler)
+		path := filepath.Join(t.TempDir(), "dl.db")
+		st, err := boltstore.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim := deadletter.DefaultConfig().Limits()
+		payload := func(s string) []byte {
+			b, err := proto.Marshal(&testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: []byte(s)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		for _, e := range []deadletter.Entry{
+			{Key: "grpc.testing.TestService/EmptyCall", Method: "/grpc.testing.TestService/UnaryCall", Payload: payload("misfiled")},
+			{Key: "grpc.testing.TestService/UnaryCall", Method: "/grpc.testing.TestService/UnaryCall", Payload: payload("kept")},
+		} {
+			e.ID, e.Enqueued = deadletter.NewID(), time.Now()
+			if err := st.Append(context.Background(), e, lim); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st.Close()
+		client, _, _, stop := observed(t, f, `
+defaults:
+  circuitBreaker: { keyBy: method }
+  retry: { enabled: false }
+  deadLetter: { path: `+path+`, maxReplays: 2 }
+`)
+		defer stop()
+		if _, err := client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: []byte("live")}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute) // replays are paced, failed ones backed off
+		synctest.Wait()
+		var replays []string
+		for _, e := range r.log() {
+			if body, _, _ := cutSpace(e); body != "live" {
+				replays = append(replays, body)
+			}
+		}
+		if !slices.Equal(replays, []string{"kept"}) {
+			t.Fatalf("replays served: %q, want only the entry kept under UnaryCall's key", replays)
+		}
+	})
 }
