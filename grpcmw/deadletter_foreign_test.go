@@ -164,3 +164,31 @@ defaults:
 		}
 	})
 }
+
+// WithMaxMethods bounds the methods a chain keeps policies, and so queues,
+// for; the start-up resume did not read it: a store listing more keys than
+// that, every one a real method's, gave each a queue (a goroutine, a round
+// every 10s), up to the store's 10,000. Resume now opens at most that many
+// queues; the other keys wait in the store for their method's next call.
+func TestResumeOpensNoMoreQueuesThanWithMaxMethods(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dl.db")
+	fillKeys(t, path, "grpc.testing.TestService/EmptyCall", "grpc.testing.TestService/UnaryCall",
+		"grpc.testing.TestService/CacheableUnaryCall")
+	cfg, err := grpcmw.ParseConfig([]byte(`
+defaults:
+  circuitBreaker: { keyBy: method }
+  deadLetter: { path: ` + path + ` }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watchLog{}
+	chain, err := grpcmw.New(cfg, grpcmw.WithDeadLetterListener(w), grpcmw.WithMaxMethods(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chain.Close()
+	if got := w.watched(); len(got) != 2 {
+		t.Fatalf("queues opened at New: %q, want 2 (WithMaxMethods)", got)
+	}
+}

@@ -29,6 +29,9 @@ type Options struct {
 	Redis redis.UniversalClient
 	// Replay is every key's handler: the transport makes the call again.
 	Replay deadletter.Handler
+	// MaxResume bounds the queues Resume opens (the engine's bound on its
+	// keys); 0: no bound.
+	MaxResume int
 }
 
 // Queues are an engine's dead-letter queues and their stores, for its
@@ -201,12 +204,15 @@ func hasDeadLetter(cfg *config.Config) bool {
 // A key no call of the engine can be kept under (reachable reports false:
 // a service or method the client does not have, left by another client of
 // a shared store, or by hand) gets no queue: its entries stay in the store,
-// untouched, and each store's skipped keys are logged in one line.
+// untouched, and each store's skipped keys are logged in one line. So are
+// the keys past Options.MaxResume queues: their entries wait for their
+// key's next call, which makes its queue.
 func (d *Queues) Resume(cfg *config.Config, scope config.Scope, other string, reachable func(cfg *config.Config, key string) bool) error {
 	if !hasDeadLetter(cfg) {
 		return nil
 	}
 	seen := map[string]bool{}
+	opened := 0
 	for _, sec := range sections(cfg, other) {
 		m := cfg.Resolve(scope, sec.group, sec.name)
 		if m.DeadLetter == nil {
@@ -227,7 +233,7 @@ func (d *Queues) Resume(cfg *config.Config, scope config.Scope, other string, re
 		if err != nil {
 			return fmt.Errorf("deadLetter: %w", err)
 		}
-		skipped, example := 0, ""
+		skipped, example, over := 0, "", 0
 		for _, key := range keys {
 			if !reachable(cfg, key) {
 				if skipped++; skipped == 1 {
@@ -240,13 +246,22 @@ func (d *Queues) Resume(cfg *config.Config, scope config.Scope, other string, re
 			if km.DeadLetter == nil || km.Key != key {
 				continue // the configuration no longer defers this key's calls
 			}
+			if d.opts.MaxResume > 0 && opened >= d.opts.MaxResume {
+				over++
+				continue
+			}
 			if _, err := d.Queue(key, *km.DeadLetter); err != nil {
 				return err
 			}
+			opened++
 		}
 		if skipped > 0 {
 			slog.Warn("meshless deadletter: the store holds keys no call of this client is kept under; their entries are left in the store, not replayed",
 				"store", config.Clip(id), "skipped", skipped, "example", config.Clip(example))
+		}
+		if over > 0 {
+			slog.Warn("meshless deadletter: the store holds more keys than the client keeps methods for; the others are replayed once a call of their key opens its queue",
+				"store", config.Clip(id), "resumed", opened, "waiting", over)
 		}
 	}
 	return nil

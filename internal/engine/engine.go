@@ -112,7 +112,8 @@ func New(cfg *config.Config, t Transport, opts Options) (*Engine, error) {
 	if rdb == nil {
 		rdb = e.cluster.Redis()
 	}
-	e.dl = dlqueues.New(dlqueues.Options{Clock: opts.Clock, Listener: opts.DeadLetterListener, Redis: rdb, Replay: e.replay})
+	e.dl = dlqueues.New(dlqueues.Options{Clock: opts.Clock, Listener: opts.DeadLetterListener, Redis: rdb, Replay: e.replay,
+		MaxResume: opts.MaxKeys})
 	if err := e.resumeDeadLetters(st.cfg); err != nil {
 		e.Close()
 		return nil, err
