@@ -100,7 +100,7 @@ func New(cfg *Config, opts ...Option) (*Chain, error) {
 func (*transport) Names(cfg *Config, svc, name string) bool { return known(cfg, svc, name) }
 
 // NamesGroup reports whether the program links a service descriptor of
-// svc with methods (engine.GroupNamer): its calls are known although the
+// svc with methods (dlqueues.GroupNamer): its calls are known although the
 // configuration does not write it.
 func (*transport) NamesGroup(svc string) bool {
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))

@@ -3,12 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/meshless/meshless/circuitbreaker"
 	"github.com/meshless/meshless/config"
 	"github.com/meshless/meshless/deadletter"
+	"github.com/meshless/meshless/internal/dlqueues"
 	"github.com/meshless/meshless/resilience"
 )
 
@@ -64,39 +64,9 @@ func (e *Engine) resumeDeadLetters(cfg *config.Config) error {
 	if !e.replays() {
 		return nil
 	}
-	return e.dl.Resume(cfg, e.opts.Scope, Other, e.keeps)
-}
-
-// A GroupNamer is a [Namer] that also tells whether a group the
-// configuration does not write has methods it names all the same (gRPC: a
-// service whose descriptor is linked into the program).
-type GroupNamer interface {
-	NamesGroup(group string) bool
-}
-
-// keeps reports whether a call could ever be kept under key (a group, or
-// "group/name" with keyBy: method), as Lookup sends calls with cfg: a
-// method the transport names, or a group's fallback entry (Other) when cfg
-// writes the group, or the defaults' ("_OTHER", "_OTHER/_OTHER"). A key
-// written by another client of a shared store, or by hand, may name
-// neither: no queue replays it (dlqueues.Queues.Resume). Whether cfg's
-// settings of the key still defer calls is Resume's to check.
-func (e *Engine) keeps(cfg *config.Config, key string) bool {
-	group, name, byMethod := strings.Cut(key, "/")
-	fallback := group == Other || cfg.HasGroup(e.opts.Scope, group)
-	n, named := e.t.(Namer)
-	switch {
-	case !byMethod: // keyBy: service: any method of the group, named or not
-		if fallback {
-			return true
-		}
-		g, ok := e.t.(GroupNamer)
-		return !named || !ok || g.NamesGroup(group)
-	case name == Other:
-		return fallback
-	default:
-		return !named || n.Names(cfg, group, name)
-	}
+	return e.dl.Resume(cfg, e.opts.Scope, Other, func(cfg *config.Config, key string) bool {
+		return dlqueues.Kept(cfg, e.opts.Scope, Other, key, e.t)
+	})
 }
 
 // Kick replays key's deferred calls now; an empty key replays every key's.
