@@ -47,6 +47,7 @@ type tAnswer struct {
 type tBackend struct {
 	mu       sync.Mutex
 	ans      tAnswer
+	next     *tAnswer    // the answer after the next call's (setNext), if any
 	arrivals []time.Time // when each call reached the backend
 	handlers sync.WaitGroup
 }
@@ -64,7 +65,16 @@ func (b *tBackend) since(start time.Time, i int) []time.Duration {
 
 func (b *tBackend) set(what string, delay time.Duration) {
 	b.mu.Lock()
-	b.ans = tAnswer{what, delay}
+	b.ans, b.next = tAnswer{what, delay}, nil
+	b.mu.Unlock()
+}
+
+// setNext makes the answer after the next call's what, after delay: the
+// next call (a probe) gets the current answer, every call after it this
+// one, however soon after the probe they come (a replay its close set off).
+func (b *tBackend) setNext(what string, delay time.Duration) {
+	b.mu.Lock()
+	b.next = &tAnswer{what, delay}
 	b.mu.Unlock()
 }
 
@@ -72,6 +82,9 @@ func (b *tBackend) set(what string, delay time.Duration) {
 func (b *tBackend) serve(ctx context.Context) string {
 	b.mu.Lock()
 	a := b.ans
+	if b.next != nil {
+		b.ans, b.next = *b.next, nil
+	}
 	b.arrivals = append(b.arrivals, time.Now())
 	b.mu.Unlock()
 	if a.delay > 0 {
